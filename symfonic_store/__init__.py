@@ -1,0 +1,76 @@
+"""symfonic-store: an event-sourced, durable store for LangGraph human-in-the-loop interrupts.
+
+Every mint, route decision, resume and stale expiry of an interrupt is appended to an SQL
+event table; the pending interrupt of each thread is a projection of those events. Use it
+to audit who approved what, expire abandoned interrupts with a cron sweep, and replay a
+thread's history.
+"""
+
+from __future__ import annotations
+
+from .errors import (
+    ConcurrencyConflictError,
+    DatabaseError,
+    InterruptAlreadyResolvedError,
+    InterruptExpiredError,
+    InterruptStateError,
+    InvalidInputError,
+    InvalidMarkerError,
+    PayloadTooLargeError,
+    ResumeNotAllowedError,
+    SchemaNotMigratedError,
+    SymfonicStoreError,
+    UnknownInterruptError,
+)
+from .langgraph import (
+    InterruptRequest,
+    InterruptState,
+    create_interrupt_node,
+    create_tools_node,
+    expired_resume_value,
+    make_graph_waker,
+    make_interrupt_router,
+    request_interrupt,
+)
+from .protocol import (
+    INTERRUPT_ACK_SENTINEL,
+    ask_user_pending_is_current,
+    build_interrupt_marker,
+    interrupt_condition,
+    interrupt_pending_is_current,
+    new_interrupt_id,
+    tools_condition,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "INTERRUPT_ACK_SENTINEL",
+    "ConcurrencyConflictError",
+    "DatabaseError",
+    "InterruptAlreadyResolvedError",
+    "InterruptExpiredError",
+    "InterruptRequest",
+    "InterruptState",
+    "InterruptStateError",
+    "InvalidInputError",
+    "InvalidMarkerError",
+    "PayloadTooLargeError",
+    "ResumeNotAllowedError",
+    "SchemaNotMigratedError",
+    "SymfonicStoreError",
+    "UnknownInterruptError",
+    "__version__",
+    "ask_user_pending_is_current",
+    "build_interrupt_marker",
+    "create_interrupt_node",
+    "create_tools_node",
+    "expired_resume_value",
+    "interrupt_condition",
+    "interrupt_pending_is_current",
+    "make_graph_waker",
+    "make_interrupt_router",
+    "new_interrupt_id",
+    "request_interrupt",
+    "tools_condition",
+]

@@ -1,0 +1,103 @@
+"""The error tree of symfonic-store.
+
+Every error the store raises on purpose derives from one root, so callers (and the
+command line) can catch the whole family in one ``except``::
+
+    SymfonicStoreError
+    ├── InvalidInputError            bad argument: names the field, nothing written
+    │   ├── InvalidMarkerError       the interrupt marker itself is malformed
+    │   └── PayloadTooLargeError     a JSON value exceeds the configured size limit
+    ├── InterruptStateError          the interrupt cannot take this transition
+    │   ├── UnknownInterruptError    no such interrupt on this thread
+    │   ├── InterruptAlreadyResolvedError   it already has its one ending
+    │   ├── InterruptExpiredError    it is (or just became) expired
+    │   └── ResumeNotAllowedError    the approvers policy refuses this actor
+    ├── ConcurrencyConflictError     a racing writer won; retry
+    ├── SchemaNotMigratedError       the database is behind the migrations
+    └── DatabaseError                the database could not be reached or failed
+
+Messages always say what to do next. Driver exceptions are translated into this tree in
+exactly one place (:func:`symfonic_store.persistence.translate_errors`).
+"""
+
+from __future__ import annotations
+
+
+class SymfonicStoreError(Exception):
+    """Root of every error raised by symfonic-store."""
+
+
+class InvalidInputError(SymfonicStoreError, ValueError):
+    """An argument is invalid; the message names the field. Nothing was written."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        self.problem = problem
+        super().__init__(f"invalid {field}: {problem}")
+
+
+class InvalidMarkerError(InvalidInputError):
+    """The ``_interrupt_pending`` marker is not a dict or lacks a required key."""
+
+
+class PayloadTooLargeError(InvalidInputError):
+    """A JSON payload exceeds the store's configured size limit."""
+
+
+class InterruptStateError(SymfonicStoreError):
+    """The interrupt cannot take the requested transition."""
+
+    def __init__(self, message: str, *, thread_id: str, interrupt_id: str) -> None:
+        self.thread_id = thread_id
+        self.interrupt_id = interrupt_id
+        super().__init__(message)
+
+
+class UnknownInterruptError(InterruptStateError):
+    """No interrupt with this id was ever minted on this thread."""
+
+
+class InterruptAlreadyResolvedError(InterruptStateError):
+    """The interrupt already has its one ending (resumed, or resumed differently)."""
+
+
+class InterruptExpiredError(InterruptStateError):
+    """The interrupt is expired (TTL passed, run moved on, superseded or cancelled)."""
+
+    def __init__(
+        self, message: str, *, thread_id: str, interrupt_id: str, reason: str | None = None
+    ) -> None:
+        self.reason = reason
+        super().__init__(message, thread_id=thread_id, interrupt_id=interrupt_id)
+
+
+class ResumeNotAllowedError(InterruptStateError):
+    """The configured approvers policy does not allow this actor to resume."""
+
+
+class ConcurrencyConflictError(SymfonicStoreError):
+    """Another writer appended to the same thread first; the operation may be retried."""
+
+
+class SchemaNotMigratedError(SymfonicStoreError):
+    """The database schema is missing or behind the migrations shipped with this version."""
+
+
+class DatabaseError(SymfonicStoreError):
+    """The database could not be reached, or failed in a way the store cannot fix."""
+
+
+__all__ = [
+    "ConcurrencyConflictError",
+    "DatabaseError",
+    "InterruptAlreadyResolvedError",
+    "InterruptExpiredError",
+    "InterruptStateError",
+    "InvalidInputError",
+    "InvalidMarkerError",
+    "PayloadTooLargeError",
+    "ResumeNotAllowedError",
+    "SchemaNotMigratedError",
+    "SymfonicStoreError",
+    "UnknownInterruptError",
+]

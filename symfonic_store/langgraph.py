@@ -1,0 +1,365 @@
+"""LangGraph glue: the interrupt node, the recording router, and a tools node for markers.
+
+Wiring, in short (see README): the agent node routes through
+``make_interrupt_router(store)`` to ``"interrupt"`` (the node from
+:func:`create_interrupt_node`), ``"continue"`` (the tools node) or ``"finish"``; the
+tools node routes through the same router so an interrupt a tool raised pauses the
+graph before the model is called again.
+
+The node and router run under ``invoke`` and under ``ainvoke``/``astream``: each is a
+``RunnableLambda`` carrying a sync and an async body. With an
+:class:`~symfonic_store.AsyncInterruptStore` only the async entry points work.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
+
+from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.tools import BaseTool
+from langgraph.graph.message import add_messages
+from langgraph.types import Command, interrupt
+
+from .errors import InvalidInputError
+from .protocol import (
+    PENDING_KEY,
+    build_interrupt_marker,
+    interrupt_condition,
+    interrupt_value,
+    new_interrupt_id,
+    normalize_response,
+    response_updates,
+)
+
+if TYPE_CHECKING:
+    from .store import AsyncInterruptStore, InterruptStore
+
+    AnyStore = InterruptStore | AsyncInterruptStore
+
+logger = logging.getLogger(__name__)
+
+
+def _keep_last(_old: Any, new: Any) -> Any:
+    return new
+
+
+class InterruptState(TypedDict, total=False):
+    """A graph state with the channels the interrupt protocol uses.
+
+    Extend it (``class MyState(InterruptState): ...``) or copy the keys into your own.
+    """
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    _interrupt_pending: Annotated[dict[str, Any] | None, _keep_last]
+    _interrupt_response: Annotated[dict[str, Any] | None, _keep_last]
+    _ask_user_pending: Annotated[dict[str, Any] | None, _keep_last]
+    run_id: Annotated[str | None, _keep_last]
+
+
+# --- helpers shared by the node and the router -----------------------------------
+
+
+def _thread_id(config: RunnableConfig | None) -> str:
+    configurable = (config or {}).get("configurable") or {}
+    thread_id = configurable.get("thread_id")
+    if thread_id is None or thread_id == "":
+        raise InvalidInputError(
+            'config["configurable"]["thread_id"]',
+            "a store-aware node or router needs the graph's thread id; "
+            'invoke the graph with config={"configurable": {"thread_id": ...}}',
+        )
+    return str(thread_id)
+
+
+def _actor(config: RunnableConfig | None) -> str | None:
+    configurable = (config or {}).get("configurable") or {}
+    actor = configurable.get("actor")
+    return None if actor is None else str(actor)
+
+
+def _is_async_store(store: Any) -> bool:
+    from .store import AsyncInterruptStore
+
+    return isinstance(store, AsyncInterruptStore)
+
+
+def _require_sync(store: Any, what: str) -> None:
+    if _is_async_store(store):
+        raise TypeError(
+            f"{what} was given an AsyncInterruptStore but the graph was run with "
+            "invoke()/stream(); run it with ainvoke()/astream(), or use InterruptStore"
+        )
+
+
+# --- the interrupt node -----------------------------------------------------------
+
+
+def create_interrupt_node(store: AnyStore | None = None) -> RunnableLambda[Any, dict[str, Any]]:
+    """Return the interrupt node: pause on ``_interrupt_pending``, inject the answer.
+
+    The node calls LangGraph's ``interrupt()`` with the marker's name, id, payload and
+    tool call id. When the graph is resumed, the answer becomes a ``ToolMessage`` for
+    the originating tool call, or ``_interrupt_response`` for an interrupt raised
+    outside a tool; either way the marker is cleared.
+
+    With a ``store``, the node also records the mint the first time it sees a marker,
+    and checks every answer against the store: an answer the store already admitted
+    (``store.resume``) records nothing new; an answer that bypassed the store is
+    admitted by the same rules, with the actor from ``config["configurable"]["actor"]``;
+    an answer to an expired, resolved or unknown interrupt is recorded as rejected and
+    raises, so the graph stays paused and the answer is never applied. The wake-up the
+    sweep sends to an expired interrupt (``{"expired": true, "reason": ...}``) is
+    handed to the agent without recording a resume.
+    """
+
+    def node(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        pending: dict[str, Any] = state[PENDING_KEY]
+        thread_id = None
+        if store is not None:
+            _require_sync(store, "create_interrupt_node")
+            thread_id = _thread_id(config)
+            store.mint(thread_id, pending)  # type: ignore[union-attr]
+        resume_value = interrupt(interrupt_value(pending))
+        if resume_value is None:
+            return _unexpected_none(pending)
+        if store is not None and thread_id is not None:
+            response = store.admit_node_resume(  # type: ignore[union-attr]
+                thread_id, pending, resume_value, actor=_actor(config)
+            )
+        else:
+            response = normalize_response(resume_value)
+        return response_updates(pending, response)
+
+    async def anode(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        pending: dict[str, Any] = state[PENDING_KEY]
+        thread_id = None
+        if store is not None:
+            thread_id = _thread_id(config)
+            await _maybe_await(store.mint(thread_id, pending))
+        resume_value = interrupt(interrupt_value(pending))
+        if resume_value is None:
+            return _unexpected_none(pending)
+        if store is not None and thread_id is not None:
+            response = await _maybe_await(
+                store.admit_node_resume(thread_id, pending, resume_value, actor=_actor(config))
+            )
+        else:
+            response = normalize_response(resume_value)
+        return response_updates(pending, response)
+
+    return RunnableLambda(node, afunc=anode, name="interrupt")
+
+
+def _unexpected_none(pending: dict[str, Any]) -> dict[str, Any]:
+    # LangGraph never resumes with None (Command(resume=None) is "no resume"); if it
+    # ever does, clear the marker rather than loop.
+    logger.warning(
+        "interrupt node: interrupt() returned None for name=%s interrupt_id=%s",
+        pending.get("name"),
+        pending.get("interrupt_id"),
+    )
+    return {PENDING_KEY: None}
+
+
+async def _maybe_await(value: Any) -> Any:
+    if isinstance(value, Awaitable):
+        return await value
+    return value
+
+
+# --- the recording router ---------------------------------------------------------
+
+
+def make_interrupt_router(
+    store: AnyStore, ttl_seconds: float | None = None
+) -> RunnableLambda[Any, str]:
+    """Return a path function for ``add_conditional_edges`` that records each decision.
+
+    It returns :func:`~symfonic_store.interrupt_condition` of the state, and in one
+    transaction: mints a marker the store has not seen yet, records the marker's
+    expiry (``detected_by: router``, once per interrupt) when the marker is stale, and
+    appends ``route.decided`` with the route, the marker's id, the stale reason and the
+    state's ``run_id``. ``ttl_seconds`` defaults to the store's TTL.
+    """
+
+    def ttl() -> float | None:
+        return ttl_seconds if ttl_seconds is not None else store.ttl_seconds
+
+    def route(state: dict[str, Any], config: RunnableConfig) -> str:
+        _require_sync(store, "make_interrupt_router")
+        decided = interrupt_condition(state, ttl())
+        store.record_router_decision(  # type: ignore[union-attr]
+            _thread_id(config), state, decided, ttl_seconds=ttl()
+        )
+        return decided
+
+    async def aroute(state: dict[str, Any], config: RunnableConfig) -> str:
+        decided = interrupt_condition(state, ttl())
+        await _maybe_await(
+            store.record_router_decision(_thread_id(config), state, decided, ttl_seconds=ttl())
+        )
+        return decided
+
+    return RunnableLambda(route, afunc=aroute, name="interrupt_router")
+
+
+# --- raising an interrupt from a tool ---------------------------------------------
+
+
+class InterruptRequest:
+    """What a tool returns to ask a person something instead of answering itself.
+
+    Return it from a tool run by :func:`create_tools_node`; the tools node turns it into
+    an ``_interrupt_pending`` marker bound to the tool call, and the person's answer
+    becomes that tool call's one ``ToolMessage``.
+    """
+
+    __slots__ = ("interrupt_id", "name", "payload")
+
+    def __init__(self, name: str, payload: dict[str, Any], interrupt_id: str | None = None):
+        self.name = name
+        self.payload = payload
+        self.interrupt_id = interrupt_id or new_interrupt_id()
+
+    def __repr__(self) -> str:
+        return f"InterruptRequest(name={self.name!r}, interrupt_id={self.interrupt_id!r})"
+
+
+def request_interrupt(
+    name: str, payload: dict[str, Any], *, interrupt_id: str | None = None
+) -> InterruptRequest:
+    """Ask a person from inside a tool body: ``return request_interrupt("approval", {...})``."""
+    return InterruptRequest(name, payload, interrupt_id)
+
+
+def _tool_result_content(result: Any) -> str:
+    if isinstance(result, str):
+        return result
+    return json.dumps(result, default=str)
+
+
+def create_tools_node(tools: Sequence[BaseTool]) -> RunnableLambda[Any, dict[str, Any]]:
+    """Return a node that runs the last AI message's tool calls and understands interrupts.
+
+    LangGraph's prebuilt ``ToolNode`` insists that every tool call is answered by a
+    ``ToolMessage`` in the same step, so a tool cannot pause for a person there. This
+    node answers ordinary calls with a ``ToolMessage`` and, for a call whose tool
+    returned an :class:`InterruptRequest`, sets ``_interrupt_pending`` (bound to that
+    tool call, stamped with the state's ``run_id``) and leaves the call open until the
+    interrupt node answers it. At most one call per step may raise an interrupt.
+    """
+    by_name = {t.name: t for t in tools}
+
+    def calls_of(state: dict[str, Any]) -> list[dict[str, Any]]:
+        messages = state.get("messages") or []
+        last = messages[-1] if messages else None
+        if not isinstance(last, AIMessage):
+            return []
+        return [dict(c) for c in last.tool_calls]
+
+    def tool_for(call: dict[str, Any]) -> BaseTool:
+        tool = by_name.get(call["name"])
+        if tool is None:
+            raise InvalidInputError(
+                "tool call", f"the model called unknown tool {call['name']!r}; known: {sorted(by_name)}"
+            )
+        return tool
+
+    def collect(
+        state: dict[str, Any], results: list[tuple[dict[str, Any], Any]]
+    ) -> dict[str, Any]:
+        messages: list[ToolMessage] = []
+        marker: dict[str, Any] | None = None
+        for call, result in results:
+            if isinstance(result, InterruptRequest):
+                if marker is not None:
+                    raise InvalidInputError(
+                        "tool calls",
+                        "two tools raised an interrupt in one step; a thread has one pending "
+                        "interrupt at a time",
+                    )
+                marker = build_interrupt_marker(
+                    name=result.name,
+                    interrupt_id=result.interrupt_id,
+                    payload=result.payload,
+                    tool_call_id=call["id"],
+                    run_id=state.get("run_id"),
+                )[PENDING_KEY]
+            else:
+                messages.append(
+                    ToolMessage(
+                        content=_tool_result_content(result),
+                        tool_call_id=call["id"],
+                        name=call["name"],
+                    )
+                )
+        update: dict[str, Any] = {"messages": messages}
+        if marker is not None:
+            update[PENDING_KEY] = marker
+        return update
+
+    def run(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        results = [(c, tool_for(c).invoke(c["args"], config)) for c in calls_of(state)]
+        return collect(state, results)
+
+    async def arun(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        results = [(c, await tool_for(c).ainvoke(c["args"], config)) for c in calls_of(state)]
+        return collect(state, results)
+
+    return RunnableLambda(run, afunc=arun, name="tools")
+
+
+# --- waking a graph whose interrupt expired ---------------------------------------
+
+
+def expired_resume_value(reason: str) -> dict[str, Any]:
+    """The resume value that wakes a graph whose interrupt expired."""
+    return {"expired": True, "reason": reason}
+
+
+def waiting_on(graph: Any, thread_id: str, interrupt_id: str) -> bool:
+    """Is the graph's thread still paused on this interrupt?"""
+    snapshot = graph.get_state({"configurable": {"thread_id": thread_id}})
+    for pending in getattr(snapshot, "interrupts", ()) or ():
+        value = getattr(pending, "value", None)
+        if isinstance(value, dict) and value.get("interrupt_id") == interrupt_id:
+            return True
+    return False
+
+
+def make_graph_waker(
+    graph: Any, *, configurable: dict[str, Any] | None = None
+) -> Callable[[str, str, str], bool]:
+    """Return an ``on_expired`` callback for ``sweep`` that wakes each expired thread.
+
+    The callback resumes the thread's graph with ``{"expired": true, "reason": ...}``
+    only when the graph is still waiting on that interrupt, and returns whether it did.
+    The interrupt node hands the wake-up to the agent like any answer, so the agent can
+    say the request timed out; the store keeps the interrupt expired.
+    """
+
+    def wake(thread_id: str, interrupt_id: str, reason: str) -> bool:
+        if not waiting_on(graph, thread_id, interrupt_id):
+            return False
+        config = {"configurable": {**(configurable or {}), "thread_id": thread_id}}
+        graph.invoke(Command(resume=expired_resume_value(reason)), config)
+        return True
+
+    return wake
+
+
+__all__ = [
+    "InterruptRequest",
+    "InterruptState",
+    "create_interrupt_node",
+    "create_tools_node",
+    "expired_resume_value",
+    "make_graph_waker",
+    "make_interrupt_router",
+    "request_interrupt",
+    "waiting_on",
+]
