@@ -22,6 +22,14 @@ from .errors import (
     SymfonicStoreError,
     UnknownInterruptError,
 )
+from .events import (
+    EXPIRED,
+    MINTED,
+    RESUME_REJECTED,
+    RESUMED,
+    ROUTE_DECIDED,
+    StoredEvent,
+)
 from .langgraph import (
     InterruptRequest,
     InterruptState,
@@ -41,10 +49,26 @@ from .protocol import (
     new_interrupt_id,
     tools_condition,
 )
+from .services.audit import AuditRecord
+from .services.sweep import SweepReport
+from .services.verify import BrokenLink, VerifyReport
+from .store import AsyncInterruptStore, InterruptStore
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "EXPIRED",
+    "MINTED",
+    "RESUMED",
+    "RESUME_REJECTED",
+    "ROUTE_DECIDED",
+    "AsyncInterruptStore",
+    "AuditRecord",
+    "BrokenLink",
+    "InterruptStore",
+    "StoredEvent",
+    "SweepReport",
+    "VerifyReport",
     "INTERRUPT_ACK_SENTINEL",
     "ConcurrencyConflictError",
     "DatabaseError",

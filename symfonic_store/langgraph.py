@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
@@ -28,6 +28,7 @@ from .errors import InvalidInputError
 from .protocol import (
     PENDING_KEY,
     build_interrupt_marker,
+    expired_resume_value,
     interrupt_condition,
     interrupt_value,
     new_interrupt_id,
@@ -122,12 +123,12 @@ def create_interrupt_node(store: AnyStore | None = None) -> RunnableLambda[Any, 
         if store is not None:
             _require_sync(store, "create_interrupt_node")
             thread_id = _thread_id(config)
-            store.mint(thread_id, pending)  # type: ignore[union-attr]
+            cast("InterruptStore", store).mint(thread_id, pending)
         resume_value = interrupt(interrupt_value(pending))
         if resume_value is None:
             return _unexpected_none(pending)
         if store is not None and thread_id is not None:
-            response = store.admit_node_resume(  # type: ignore[union-attr]
+            response = cast("InterruptStore", store).admit_node_resume(
                 thread_id, pending, resume_value, actor=_actor(config)
             )
         else:
@@ -192,7 +193,7 @@ def make_interrupt_router(
     def route(state: dict[str, Any], config: RunnableConfig) -> str:
         _require_sync(store, "make_interrupt_router")
         decided = interrupt_condition(state, ttl())
-        store.record_router_decision(  # type: ignore[union-attr]
+        cast("InterruptStore", store).record_router_decision(
             _thread_id(config), state, decided, ttl_seconds=ttl()
         )
         return decided
@@ -314,11 +315,6 @@ def create_tools_node(tools: Sequence[BaseTool]) -> RunnableLambda[Any, dict[str
 
 
 # --- waking a graph whose interrupt expired ---------------------------------------
-
-
-def expired_resume_value(reason: str) -> dict[str, Any]:
-    """The resume value that wakes a graph whose interrupt expired."""
-    return {"expired": True, "reason": reason}
 
 
 def waiting_on(graph: Any, thread_id: str, interrupt_id: str) -> bool:

@@ -196,6 +196,11 @@ def encode_resume(response: dict[str, Any]) -> dict[str, Any]:
     return dict(response)
 
 
+def expired_resume_value(reason: str) -> dict[str, Any]:
+    """The resume value that wakes a graph whose interrupt expired (``sweep`` wake-ups)."""
+    return {"expired": True, "reason": reason}
+
+
 def response_updates(pending: Mapping[str, Any], response: dict[str, Any]) -> dict[str, Any]:
     """The state update the interrupt node returns once answered (rules N3, N4).
 
@@ -246,6 +251,7 @@ __all__ = [
     "ask_user_pending_is_current",
     "build_interrupt_marker",
     "encode_resume",
+    "expired_resume_value",
     "interrupt_condition",
     "interrupt_pending_is_current",
     "interrupt_value",

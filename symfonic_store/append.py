@@ -1,0 +1,122 @@
+"""The append path: lock a thread, seal new events into its hash chain, write them and
+the updated projection row in the same transaction.
+
+Concurrency is kept by the database. On SQLite a write transaction starts with
+``BEGIN IMMEDIATE`` (one writer at a time). On PostgreSQL the thread's projection row is
+locked ``FOR UPDATE`` and positions are allocated under a transaction-scoped advisory
+lock, so events commit in position order. In both, the unique ``(thread_id, version)``
+key turns any lost race into an integrity error, which :func:`run_write` retries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from sqlalchemy.engine import Connection
+
+from .errors import ConcurrencyConflictError, SymfonicStoreError
+from .events import NewEvent, seal
+from .persistence import translate_errors
+from .projection import ThreadState, apply
+from .statements import insert_events, insert_threads, load_thread, lock_positions, update_threads
+
+T = TypeVar("T")
+
+WRITE_ATTEMPTS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A write that must commit (e.g. the record of a rejected resume) and then raise."""
+
+    error: SymfonicStoreError
+
+
+def utc_now() -> datetime:
+    """Domain time: the Python clock at call time (``freezegun`` moves it), never ``now()``."""
+    return datetime.now(UTC)
+
+
+class ThreadWriter:
+    """Appends events to one thread inside the caller's transaction."""
+
+    __slots__ = ("_existed", "conn", "new_events", "state")
+
+    def __init__(self, conn: Connection, thread_id: str, state: ThreadState | None = None) -> None:
+        self.conn = conn
+        if state is None:
+            state = load_thread(conn, thread_id, for_update=True)
+        self._existed = state is not None
+        self.state = state if state is not None else ThreadState(thread_id)
+        self.new_events: list[NewEvent] = []
+
+    @property
+    def thread_id(self) -> str:
+        return self.state.thread_id
+
+    def append(
+        self,
+        type: str,
+        *,
+        data: dict[str, Any],
+        interrupt_id: str | None = None,
+        run_id: str | None = None,
+        actor: str | None = None,
+    ) -> NewEvent:
+        """Seal the next event of the thread and fold it into the thread's state."""
+        event = seal(
+            NewEvent(
+                thread_id=self.state.thread_id,
+                version=self.state.version + 1,
+                type=type,
+                interrupt_id=interrupt_id,
+                run_id=run_id,
+                actor=actor,
+                data=data,
+                occurred_at=utc_now(),
+            ),
+            self.state.last_hash,
+        )
+        apply(self.state, event)
+        self.new_events.append(event)
+        return event
+
+
+def flush(conn: Connection, writers: Sequence[ThreadWriter]) -> int:
+    """Write every writer's new events and projection rows; returns the events written."""
+    dirty = [w for w in writers if w.new_events]
+    if not dirty:
+        return 0
+    lock_positions(conn)
+    new_events = [e for w in dirty for e in w.new_events]
+    insert_events(conn, new_events)
+    insert_threads(conn, [w.state for w in dirty if not w._existed])
+    update_threads(conn, [w.state for w in dirty if w._existed])
+    for w in dirty:
+        w._existed = True
+        w.new_events = []
+    return len(new_events)
+
+
+def run_write(conn: Connection, work: Callable[[Connection], T]) -> T:
+    """Run ``work`` in a write transaction, retrying lost races; commit, then raise refusals.
+
+    ``work`` may return a :class:`Refusal`: its events are committed first (a rejected
+    resume is part of the record) and its error raised afterwards.
+    """
+    conn.execution_options(symfonic_write=True)
+    for attempt in range(WRITE_ATTEMPTS):
+        try:
+            with translate_errors(), conn.begin():
+                outcome = work(conn)
+        except ConcurrencyConflictError:
+            if attempt == WRITE_ATTEMPTS - 1:
+                raise
+            continue
+        if isinstance(outcome, Refusal):
+            raise outcome.error
+        return outcome
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -1,0 +1,160 @@
+"""The event model: event types, the stored event, and its tamper-evidence hash.
+
+Event ``type`` strings and the keys of ``data`` are public: auditors read the event
+table directly with SQL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
+
+MINTED: Final = "interrupt.minted"
+ROUTE_DECIDED: Final = "route.decided"
+RESUMED: Final = "interrupt.resumed"
+EXPIRED: Final = "interrupt.expired"
+RESUME_REJECTED: Final = "interrupt.resume_rejected"
+
+EVENT_TYPES: Final = (MINTED, ROUTE_DECIDED, RESUMED, EXPIRED, RESUME_REJECTED)
+ENDINGS: Final = (RESUMED, EXPIRED)
+"""The terminal event types: an interrupt has at most one of them (invariant I3)."""
+
+EXPIRY_REASONS: Final = ("ttl", "run_id", "superseded", "cancelled")
+DETECTORS: Final = ("router", "sweep", "resume", "mint", "api")
+REJECTION_WHYS: Final = ("unknown", "already_resolved", "expired", "not_allowed")
+
+GENESIS_HASH: Final = "0" * 64
+"""The "previous hash" of a thread's first event."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """One row of the event table, as read back (the columns of the table, by name)."""
+
+    position: int
+    thread_id: str
+    version: int
+    type: str
+    interrupt_id: str | None
+    run_id: str | None
+    actor: str | None
+    data: dict[str, Any]
+    occurred_at: datetime
+    hash: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """The event as JSON-ready values (``occurred_at`` as ISO 8601 UTC)."""
+        return {
+            "position": self.position,
+            "thread_id": self.thread_id,
+            "version": self.version,
+            "type": self.type,
+            "interrupt_id": self.interrupt_id,
+            "run_id": self.run_id,
+            "actor": self.actor,
+            "data": self.data,
+            "occurred_at": self.occurred_at.isoformat(),
+            "hash": self.hash,
+        }
+
+
+@dataclass(slots=True)
+class NewEvent:
+    """An event about to be appended: everything but the position the database assigns."""
+
+    thread_id: str
+    version: int
+    type: str
+    interrupt_id: str | None
+    run_id: str | None
+    actor: str | None
+    data: dict[str, Any]
+    occurred_at: datetime
+    hash: str = field(default="")
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "thread_id": self.thread_id,
+            "version": self.version,
+            "type": self.type,
+            "interrupt_id": self.interrupt_id,
+            "run_id": self.run_id,
+            "actor": self.actor,
+            "data": self.data,
+            "occurred_at": self.occurred_at,
+            "hash": self.hash,
+        }
+
+
+def canonical_json(value: Any) -> str:
+    """Deterministic JSON: sorted keys, no spaces, no NaN/Infinity."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+def event_hash(
+    prev_hash: str,
+    *,
+    thread_id: str,
+    version: int,
+    type: str,
+    interrupt_id: str | None,
+    run_id: str | None,
+    actor: str | None,
+    data: dict[str, Any],
+    occurred_at: datetime,
+) -> str:
+    """SHA-256 over the event's content and the previous event's hash on its thread.
+
+    The position is left out on purpose: the database assigns it after the hash is
+    computed, and the per-thread version already fixes the event's place in its chain.
+    """
+    body = canonical_json(
+        [
+            prev_hash,
+            thread_id,
+            version,
+            type,
+            interrupt_id,
+            run_id,
+            actor,
+            data,
+            occurred_at.isoformat(),
+        ]
+    )
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+def seal(event: NewEvent, prev_hash: str) -> NewEvent:
+    """Fill in ``event.hash`` from its content and ``prev_hash``; returns the event."""
+    event.hash = event_hash(
+        prev_hash,
+        thread_id=event.thread_id,
+        version=event.version,
+        type=event.type,
+        interrupt_id=event.interrupt_id,
+        run_id=event.run_id,
+        actor=event.actor,
+        data=event.data,
+        occurred_at=event.occurred_at,
+    )
+    return event
+
+
+def stored_hash_is_valid(event: StoredEvent, prev_hash: str) -> bool:
+    """Does the stored hash match the stored content and the previous link?"""
+    return event.hash == event_hash(
+        prev_hash,
+        thread_id=event.thread_id,
+        version=event.version,
+        type=event.type,
+        interrupt_id=event.interrupt_id,
+        run_id=event.run_id,
+        actor=event.actor,
+        data=event.data,
+        occurred_at=event.occurred_at,
+    )

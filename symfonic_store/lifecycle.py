@@ -1,0 +1,286 @@
+"""The rules of an interrupt's life: mint, route decision, resume, expiry.
+
+Each function runs inside a write transaction on a synchronous ``Connection`` (both
+stores call them; the asyncio store through ``run_sync``) and appends through a
+:class:`~symfonic_store.append.ThreadWriter`. Inputs are already validated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from .append import Refusal, ThreadWriter, flush
+from .errors import (
+    InterruptAlreadyResolvedError,
+    InterruptExpiredError,
+    ResumeNotAllowedError,
+    UnknownInterruptError,
+)
+from .events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED, ROUTE_DECIDED, StoredEvent
+from .protocol import expired_resume_value, stale_reason
+from .statements import interrupt_events, was_minted
+
+ApproverPolicy = Callable[[str, dict[str, Any], str | None], bool]
+"""``policy(thread_id, marker, actor) -> bool``: may this actor resume this interrupt?"""
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """The store's settings that the rules consult."""
+
+    ttl_seconds: float | None = None
+    approvers: ApproverPolicy | None = None
+
+
+def payload_approvers(thread_id: str, marker: dict[str, Any], actor: str | None) -> bool:
+    """The built-in policy: ``payload["approvers"]``, when present, lists who may resume."""
+    payload = marker.get("payload")
+    if isinstance(payload, dict) and isinstance(payload.get("approvers"), list):
+        return actor is not None and actor in payload["approvers"]
+    return True
+
+
+# --- mint --------------------------------------------------------------------------
+
+
+def mint_into(w: ThreadWriter, marker: dict[str, Any], actor: str | None) -> bool:
+    """Record ``interrupt.minted`` unless this (thread, interrupt) was seen before (I4).
+
+    A different interrupt still pending on the thread is expired first, reason
+    ``superseded`` (I5), in the same transaction.
+    """
+    interrupt_id = marker["interrupt_id"]
+    if w.state.pending_interrupt_id == interrupt_id:
+        return False
+    if was_minted(w.conn, w.thread_id, interrupt_id):
+        return False
+    previous = w.state.pending_interrupt_id
+    if previous is not None:
+        w.append(
+            EXPIRED,
+            interrupt_id=previous,
+            actor=actor,
+            data={"reason": "superseded", "detected_by": "mint", "superseded_by": interrupt_id},
+        )
+    w.append(MINTED, interrupt_id=interrupt_id, run_id=marker["run_id"], actor=actor, data=marker)
+    return True
+
+
+def mint(conn: Connection, thread_id: str, marker: dict[str, Any], actor: str | None) -> bool:
+    w = ThreadWriter(conn, thread_id)
+    minted = mint_into(w, marker, actor)
+    flush(conn, [w])
+    return minted
+
+
+# --- route decisions ---------------------------------------------------------------
+
+
+def record_route(
+    conn: Connection,
+    thread_id: str,
+    route: str,
+    *,
+    run_id: str | None,
+    reason: str | None,
+    interrupt_id: str | None,
+) -> None:
+    w = ThreadWriter(conn, thread_id)
+    looked_at = interrupt_id if interrupt_id is not None else w.state.pending_interrupt_id
+    w.append(
+        ROUTE_DECIDED,
+        interrupt_id=looked_at,
+        run_id=run_id,
+        data={"route": route, "interrupt_id": looked_at, "reason": reason},
+    )
+    flush(conn, [w])
+
+
+def record_router_decision(
+    conn: Connection,
+    thread_id: str,
+    state: dict[str, Any],
+    route: str,
+    *,
+    marker: dict[str, Any] | None,
+    ttl_seconds: float | None,
+) -> None:
+    """What the router saw, in one transaction: mint if unseen, stale expiry once, route."""
+    w = ThreadWriter(conn, thread_id)
+    interrupt_id = None
+    reason = None
+    if marker is not None:
+        interrupt_id = marker["interrupt_id"]
+        mint_into(w, marker, None)
+        reason = stale_reason(state, ttl_seconds)
+        if reason is not None and w.state.pending_interrupt_id == interrupt_id:
+            w.append(
+                EXPIRED,
+                interrupt_id=interrupt_id,
+                data={"reason": reason, "detected_by": "router"},
+            )
+    w.append(
+        ROUTE_DECIDED,
+        interrupt_id=interrupt_id,
+        run_id=state.get("run_id"),
+        data={"route": route, "interrupt_id": interrupt_id, "reason": reason},
+    )
+    flush(conn, [w])
+
+
+# --- resume ------------------------------------------------------------------------
+
+
+def _when(event: StoredEvent) -> str:
+    return event.occurred_at.isoformat(timespec="seconds")
+
+
+def _refuse(
+    w: ThreadWriter,
+    interrupt_id: str,
+    response: dict[str, Any],
+    actor: str | None,
+    why: str,
+    error: Exception,
+) -> Refusal:
+    w.append(
+        RESUME_REJECTED,
+        interrupt_id=interrupt_id,
+        actor=actor,
+        data={"response": response, "why": why},
+    )
+    flush(w.conn, [w])
+    assert isinstance(error, InterruptAlreadyResolvedError | InterruptExpiredError
+                      | UnknownInterruptError | ResumeNotAllowedError)
+    return Refusal(error)
+
+
+def resume(
+    conn: Connection,
+    rules: Rules,
+    thread_id: str,
+    interrupt_id: str,
+    response: dict[str, Any],
+    actor: str | None,
+    *,
+    from_node: bool = False,
+) -> dict[str, Any] | Refusal:
+    """Admit an answer exactly once, or record why not (I10). Returns the admitted response.
+
+    From the store's front door (``from_node=False``) an identical repeat (same actor,
+    same response) returns the same response without a new event. From the node
+    (``from_node=True``) an answer equal to the admitted one is the graph applying what
+    the store admitted, and an answer equal to the expiry wake-up of an expired
+    interrupt is handed to the agent; neither records anything.
+    """
+    w = ThreadWriter(conn, thread_id)
+    history = interrupt_events(conn, thread_id, interrupt_id)
+    minted = next((e for e in history if e.type == MINTED), None)
+    ending = next((e for e in history if e.type != MINTED), None)
+    where = f"interrupt {interrupt_id!r} on thread {thread_id!r}"
+
+    if minted is None:
+        return _refuse(
+            w, interrupt_id, response, actor, "unknown",
+            UnknownInterruptError(
+                f"{where} is unknown: nothing was minted with that id; check the thread and "
+                "interrupt ids (`symfonic-store pending` lists what is waiting)",
+                thread_id=thread_id, interrupt_id=interrupt_id,
+            ),
+        )
+    if ending is not None and ending.type == RESUMED:
+        admitted = ending.data.get("response")
+        if admitted == response and (from_node or ending.actor == actor):
+            return response
+        return _refuse(
+            w, interrupt_id, response, actor, "already_resolved",
+            InterruptAlreadyResolvedError(
+                f"{where} was already resumed by {ending.actor!r} at {_when(ending)}; "
+                "this answer was not applied and has been recorded as rejected",
+                thread_id=thread_id, interrupt_id=interrupt_id,
+            ),
+        )
+    if ending is not None:
+        reason = ending.data.get("reason")
+        if from_node and response == expired_resume_value(str(reason)):
+            return response
+        return _refuse(
+            w, interrupt_id, response, actor, "expired",
+            InterruptExpiredError(
+                f"{where} expired at {_when(ending)} (reason: {reason}); the answer was not "
+                "applied and has been recorded as rejected: ask again with a new interrupt",
+                thread_id=thread_id, interrupt_id=interrupt_id, reason=str(reason),
+            ),
+        )
+
+    # Still pending: is it stale by the store's TTL or the thread's run_id?
+    reason = stale_reason(w.state.as_state(), rules.ttl_seconds)
+    if reason is not None:
+        w.append(EXPIRED, interrupt_id=interrupt_id, data={"reason": reason, "detected_by": "resume"})
+        return _refuse(
+            w, interrupt_id, response, actor, "expired",
+            InterruptExpiredError(
+                f"{where} is stale (reason: {reason}) and is now expired; the answer was not "
+                "applied and has been recorded as rejected: ask again with a new interrupt",
+                thread_id=thread_id, interrupt_id=interrupt_id, reason=reason,
+            ),
+        )
+    marker = w.state.pending or {}
+    if rules.approvers is not None and not rules.approvers(thread_id, marker, actor):
+        return _refuse(
+            w, interrupt_id, response, actor, "not_allowed",
+            ResumeNotAllowedError(
+                f"{actor!r} may not resume {where}: the approvers policy refuses it; "
+                "the attempt has been recorded",
+                thread_id=thread_id, interrupt_id=interrupt_id,
+            ),
+        )
+    w.append(RESUMED, interrupt_id=interrupt_id, actor=actor, data={"response": response})
+    flush(conn, [w])
+    return response
+
+
+# --- expire ------------------------------------------------------------------------
+
+
+def expire(
+    conn: Connection,
+    thread_id: str,
+    interrupt_id: str,
+    *,
+    reason: str,
+    actor: str | None,
+) -> None:
+    """Declare a pending interrupt dead by API call (``detected_by: api``)."""
+    w = ThreadWriter(conn, thread_id)
+    where = f"interrupt {interrupt_id!r} on thread {thread_id!r}"
+    if w.state.pending_interrupt_id != interrupt_id:
+        history = interrupt_events(conn, thread_id, interrupt_id)
+        ending = next((e for e in history if e.type != MINTED), None)
+        if not history:
+            raise UnknownInterruptError(
+                f"{where} is unknown: nothing was minted with that id",
+                thread_id=thread_id, interrupt_id=interrupt_id,
+            )
+        if ending is not None and ending.type == RESUMED:
+            raise InterruptAlreadyResolvedError(
+                f"{where} was already resumed by {ending.actor!r} at {_when(ending)}; "
+                "it cannot be expired",
+                thread_id=thread_id, interrupt_id=interrupt_id,
+            )
+        raise InterruptExpiredError(
+            f"{where} is already expired (reason: {ending.data.get('reason') if ending else None})",
+            thread_id=thread_id, interrupt_id=interrupt_id,
+            reason=None if ending is None else str(ending.data.get("reason")),
+        )
+    w.append(
+        EXPIRED,
+        interrupt_id=interrupt_id,
+        actor=actor,
+        data={"reason": reason, "detected_by": "api"},
+    )
+    flush(conn, [w])

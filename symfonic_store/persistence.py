@@ -1,0 +1,317 @@
+"""Connecting to the database: URLs, engines, SQLite pragmas, migrations, driver errors.
+
+Everything backend-specific about *connections* lives here; the SQL the store runs
+lives in :mod:`symfonic_store.statements`. Driver exceptions are translated into the
+store's error tree in exactly one place, :func:`translate_errors`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import re
+from collections.abc import Iterator
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from .errors import (
+    ConcurrencyConflictError,
+    DatabaseError,
+    InvalidInputError,
+    SchemaNotMigratedError,
+    SymfonicStoreError,
+)
+from .schema import VERSION_TABLE
+
+DEFAULT_URL = "sqlite:///symfonic_store.db"
+UPGRADE_HINT = "run `symfonic-store db upgrade` (or call store.setup())"
+
+SQLITE_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+# --- URLs --------------------------------------------------------------------------
+
+
+def parse_url(url: str | URL) -> URL:
+    """Parse a database URL, failing with an error that never shows the password."""
+    if isinstance(url, URL):
+        return url
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidInputError("database URL", "give a URL such as sqlite:///symfonic_store.db")
+    try:
+        return make_url(url.strip())
+    except Exception:
+        raise InvalidInputError(
+            "database URL",
+            "not a database URL; use sqlite:///path/to/file.db or "
+            "postgresql+psycopg://user@host:5432/dbname",
+        ) from None
+
+
+def safe_url(url: str | URL) -> str:
+    """The URL as text with any password masked: for messages and logs."""
+    try:
+        return parse_url(url).render_as_string(hide_password=True)
+    except InvalidInputError:
+        return "<unparseable URL>"
+
+
+def _backend(url: URL) -> str:
+    backend = url.get_backend_name()
+    if backend not in ("sqlite", "postgresql"):
+        raise InvalidInputError(
+            "database URL",
+            f"unsupported database {backend!r}: symfonic-store runs on SQLite "
+            "(sqlite:///file.db) and PostgreSQL (postgresql+psycopg://...)",
+        )
+    return backend
+
+
+def sync_url(url: str | URL) -> URL:
+    """The URL with the synchronous driver the store uses (pysqlite, psycopg 3)."""
+    parsed = parse_url(url)
+    if _backend(parsed) == "sqlite":
+        return parsed.set(drivername="sqlite+pysqlite")
+    return parsed.set(drivername="postgresql+psycopg")
+
+
+def async_url(url: str | URL) -> URL:
+    """The URL with the asyncio driver the store uses (aiosqlite, psycopg 3 async)."""
+    parsed = parse_url(url)
+    if _backend(parsed) == "sqlite":
+        return parsed.set(drivername="sqlite+aiosqlite")
+    return parsed.set(drivername="postgresql+psycopg")
+
+
+def _prepare_sqlite_path(url: URL) -> None:
+    # A newcomer's `sqlite:///data/store.db` should just work: create the folder.
+    database = url.database
+    if database and database != ":memory:" and not database.startswith("file:"):
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+
+
+# --- engines -----------------------------------------------------------------------
+
+
+def _install_sqlite_behaviour(
+    engine: Engine, *, synchronous: str, busy_timeout_ms: int
+) -> None:
+    """WAL, a busy timeout, foreign keys, and BEGIN IMMEDIATE for writers.
+
+    pysqlite's own transaction handling is switched off so SQLAlchemy's BEGIN is the
+    real one: a write transaction takes the write lock at BEGIN (IMMEDIATE), so two
+    writers queue on the busy timeout instead of deadlocking on a lock upgrade.
+    """
+    if getattr(engine, "_symfonic_sqlite", False):
+        return
+    engine._symfonic_sqlite = True  # type: ignore[attr-defined]
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute(f"PRAGMA synchronous={synchronous}")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        if connection.get_execution_options().get("symfonic_write"):
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            connection.exec_driver_sql("BEGIN")
+
+
+def _check_sqlite_options(synchronous: str, busy_timeout: float) -> tuple[str, int]:
+    mode = str(synchronous).upper()
+    if mode not in SQLITE_SYNCHRONOUS:
+        raise InvalidInputError("sqlite_synchronous", f"must be one of {SQLITE_SYNCHRONOUS}")
+    if (
+        isinstance(busy_timeout, bool)
+        or not isinstance(busy_timeout, int | float)
+        or not busy_timeout >= 0
+    ):
+        raise InvalidInputError("busy_timeout", "must be a number of seconds >= 0")
+    return mode, int(busy_timeout * 1000)
+
+
+def create_sync_engine(
+    url_or_engine: str | URL | Engine,
+    *,
+    sqlite_synchronous: str = "FULL",
+    busy_timeout: float = 5.0,
+) -> Engine:
+    """An engine for :class:`~symfonic_store.InterruptStore` (or the one given, prepared)."""
+    mode, timeout_ms = _check_sqlite_options(sqlite_synchronous, busy_timeout)
+    if isinstance(url_or_engine, Engine):
+        engine = url_or_engine
+    else:
+        url = sync_url(url_or_engine)
+        if url.get_backend_name() == "sqlite":
+            _prepare_sqlite_path(url)
+        engine = sa.create_engine(url)
+    if engine.dialect.name == "sqlite":
+        _install_sqlite_behaviour(engine, synchronous=mode, busy_timeout_ms=timeout_ms)
+    return engine
+
+
+def create_asyncio_engine(
+    url_or_engine: str | URL | AsyncEngine,
+    *,
+    sqlite_synchronous: str = "FULL",
+    busy_timeout: float = 5.0,
+) -> AsyncEngine:
+    """An engine for :class:`~symfonic_store.AsyncInterruptStore`."""
+    mode, timeout_ms = _check_sqlite_options(sqlite_synchronous, busy_timeout)
+    if isinstance(url_or_engine, AsyncEngine):
+        engine = url_or_engine
+    else:
+        url = async_url(url_or_engine)
+        if url.get_backend_name() == "sqlite":
+            _prepare_sqlite_path(url)
+        engine = create_async_engine(url)
+    if engine.dialect.name == "sqlite":
+        _install_sqlite_behaviour(engine.sync_engine, synchronous=mode, busy_timeout_ms=timeout_ms)
+    return engine
+
+
+# --- driver errors -----------------------------------------------------------------
+
+_PASSWORD_IN_TEXT = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")
+
+
+def scrub(text: str) -> str:
+    """Mask anything that looks like a password inside a URL in ``text``."""
+    return _PASSWORD_IN_TEXT.sub(r"\1***@", text)
+
+
+def _first_line(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None) or exc
+    text = str(orig).strip().splitlines()
+    return scrub(text[0] if text else type(orig).__name__)
+
+
+@contextlib.contextmanager
+def translate_errors() -> Iterator[None]:
+    """Turn driver exceptions into the store's error tree, with what to do about them."""
+    try:
+        yield
+    except SymfonicStoreError:
+        raise
+    except sa.exc.IntegrityError as exc:
+        raise ConcurrencyConflictError(
+            f"a concurrent writer changed the same thread first ({_first_line(exc)}); "
+            "retry the operation"
+        ) from None
+    except sa.exc.DBAPIError as exc:
+        message = _first_line(exc)
+        lowered = message.lower()
+        if "no such table" in lowered or (
+            "relation" in lowered and "does not exist" in lowered
+        ):
+            raise SchemaNotMigratedError(
+                f"the database has no symfonic-store schema ({message}): {UPGRADE_HINT}"
+            ) from None
+        if "database is locked" in lowered or "database is busy" in lowered:
+            raise DatabaseError(
+                "the SQLite database stayed locked by another writer past the busy timeout; "
+                "nothing was written: retry, or raise busy_timeout"
+            ) from None
+        if getattr(exc, "connection_invalidated", False) or isinstance(
+            exc, sa.exc.OperationalError | sa.exc.InterfaceError
+        ):
+            raise DatabaseError(
+                f"cannot use the database ({message}); check that it is running and "
+                "reachable, then retry: nothing was written"
+            ) from None
+        raise DatabaseError(f"the database refused the operation: {message}") from None
+    except sa.exc.SQLAlchemyError as exc:
+        raise DatabaseError(f"database error: {scrub(str(exc).splitlines()[0])}") from None
+
+
+# --- migrations ----------------------------------------------------------------------
+
+
+def migrations_path() -> str:
+    """Where the Alembic scripts are: inside the installed package, else the checkout."""
+    spec = importlib.util.find_spec("symfonic_store.migrations")
+    if spec is not None and spec.submodule_search_locations:
+        for location in spec.submodule_search_locations:
+            if (Path(location) / "env.py").exists():
+                return str(location)
+    checkout = Path(__file__).resolve().parent.parent / "migrations"
+    if (checkout / "env.py").exists():
+        return str(checkout)
+    raise DatabaseError("the symfonic-store migrations are missing from this installation")
+
+
+def alembic_config(connection: Connection | None = None) -> Any:
+    """An Alembic ``Config`` for the store's migrations, sharing ``connection`` if given."""
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", migrations_path())
+    config.set_main_option("version_table", VERSION_TABLE)
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+@lru_cache(maxsize=1)
+def head_revision() -> str:
+    """The newest migration shipped with this version of the package."""
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    if head is None:  # pragma: no cover - the package always ships migrations
+        raise DatabaseError("the symfonic-store migrations have no head revision")
+    return head
+
+
+def current_revision(connection: Connection) -> str | None:
+    """The revision the database is at, or None when it has no store schema."""
+    if not sa.inspect(connection).has_table(VERSION_TABLE):
+        return None
+    row = connection.execute(
+        sa.text(f"SELECT version_num FROM {VERSION_TABLE}")  # noqa: S608 - constant name
+    ).first()
+    return None if row is None else str(row[0])
+
+
+def upgrade(connection: Connection, revision: str = "head") -> None:
+    """Migrate the database to ``revision`` (``head`` by default)."""
+    from alembic import command
+
+    command.upgrade(alembic_config(connection), revision)
+
+
+def downgrade(connection: Connection, revision: str) -> None:
+    """Migrate the database down to ``revision`` (``base`` removes the schema)."""
+    from alembic import command
+
+    command.downgrade(alembic_config(connection), revision)
+
+
+def require_current_schema(connection: Connection) -> None:
+    """Raise :class:`SchemaNotMigratedError` unless the database is at the head revision."""
+    current = current_revision(connection)
+    head = head_revision()
+    if current == head:
+        return
+    if current is None:
+        raise SchemaNotMigratedError(
+            f"the database has no symfonic-store schema (head is {head}): {UPGRADE_HINT}"
+        )
+    raise SchemaNotMigratedError(
+        f"the schema is at revision {current}, head is {head}: {UPGRADE_HINT}"
+    )

@@ -1,0 +1,111 @@
+"""The projection: a thread's current state as a pure fold of its events.
+
+``fold(events)`` is the reference: the persisted projection table, a
+``rebuild_projection()`` and this function must always agree (invariant I6).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from .events import ENDINGS, GENESIS_HASH, MINTED, ROUTE_DECIDED
+from .protocol import MARKER_KEYS, PENDING_KEY
+
+
+class EventLike(Protocol):
+    @property
+    def thread_id(self) -> str: ...
+    @property
+    def version(self) -> int: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def interrupt_id(self) -> str | None: ...
+    @property
+    def run_id(self) -> str | None: ...
+    @property
+    def data(self) -> dict[str, Any]: ...
+    @property
+    def occurred_at(self) -> datetime: ...
+    @property
+    def hash(self) -> str: ...
+
+
+@dataclass(slots=True)
+class ThreadState:
+    """What the projection keeps per thread."""
+
+    thread_id: str
+    version: int = 0
+    last_hash: str = GENESIS_HASH
+    run_id: str | None = None
+    pending: dict[str, Any] | None = None
+    pending_since: float | None = None
+    """Epoch seconds the pending interrupt counts its age from: the marker's numeric
+    ``minted_at``, else the time its mint was recorded."""
+
+    @property
+    def pending_interrupt_id(self) -> str | None:
+        return None if self.pending is None else self.pending.get("interrupt_id")
+
+    @property
+    def pending_run_id(self) -> str | None:
+        return None if self.pending is None else self.pending.get("run_id")
+
+    @property
+    def pending_minted_at(self) -> float | None:
+        """The marker's ``minted_at`` when it is a number (the TTL applies), else None."""
+        if self.pending is None:
+            return None
+        minted_at = self.pending.get("minted_at")
+        # Same test as the predicate (P4), bools included, so the sweep and the router
+        # agree on which markers a TTL applies to.
+        if not isinstance(minted_at, int | float):
+            return None
+        return float(minted_at)
+
+    def as_state(self) -> dict[str, Any]:
+        """The state shape of ``store.state()``: ``{"_interrupt_pending", "run_id"}``."""
+        return {PENDING_KEY: copy.deepcopy(self.pending), "run_id": self.run_id}
+
+
+def marker_from_data(data: dict[str, Any]) -> dict[str, Any]:
+    """The seed-shaped marker recorded in an ``interrupt.minted`` event's data."""
+    return {key: copy.deepcopy(data.get(key)) for key in MARKER_KEYS}
+
+
+def apply(state: ThreadState, event: EventLike) -> ThreadState:
+    """Apply one event to a thread's state, in place; returns the state."""
+    state.version = event.version
+    state.last_hash = event.hash
+    if event.type == MINTED:
+        state.pending = marker_from_data(event.data)
+        minted_at = state.pending_minted_at
+        state.pending_since = (
+            minted_at if minted_at is not None else event.occurred_at.timestamp()
+        )
+        if event.run_id is not None:
+            state.run_id = event.run_id
+    elif event.type == ROUTE_DECIDED:
+        if event.run_id is not None:
+            state.run_id = event.run_id
+    elif event.type in ENDINGS:
+        if state.pending is not None and state.pending_interrupt_id == event.interrupt_id:
+            state.pending = None
+            state.pending_since = None
+    return state
+
+
+def fold(events: Iterable[EventLike]) -> dict[str, ThreadState]:
+    """Fold events (in per-thread order) into the state of every thread they touch."""
+    threads: dict[str, ThreadState] = {}
+    for event in events:
+        state = threads.get(event.thread_id)
+        if state is None:
+            state = threads[event.thread_id] = ThreadState(event.thread_id)
+        apply(state, event)
+    return threads

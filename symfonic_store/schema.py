@@ -1,0 +1,163 @@
+"""The SQL schema: the append-only event table and the per-thread projection table.
+
+The migrations in ``migrations/`` create exactly this (``alembic check`` in the test
+suite proves there is no drift). The database keeps the promises:
+
+- ``uq_symfonic_events_thread_version``: two writers never win the same version (I2);
+- ``uq_symfonic_events_one_mint``: one ``interrupt.minted`` per (thread, interrupt) (I4);
+- ``uq_symfonic_events_one_ending``: one terminal event per (thread, interrupt) (I3);
+- triggers refuse ``UPDATE``, ``DELETE`` (and on PostgreSQL ``TRUNCATE``) (I1).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+
+EVENTS_TABLE = "symfonic_events"
+THREADS_TABLE = "symfonic_threads"
+VERSION_TABLE = "symfonic_store_alembic_version"
+"""Alembic's bookkeeping table, named apart so the store can share a database with an
+application that has Alembic migrations of its own."""
+
+metadata = sa.MetaData()
+
+
+class UTCDateTime(sa.TypeDecorator[datetime]):
+    """A timestamp that goes in and comes out timezone-aware UTC on every backend.
+
+    SQLite has no time zone type: values are stored as naive UTC and read back with
+    ``tzinfo=UTC``. Naive datetimes are refused on the way in.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTC column")
+        value = value.astimezone(UTC)
+        if dialect.name == "sqlite":
+            return value.replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        moment: datetime = (
+            datetime.fromisoformat(value) if isinstance(value, str) else value
+        )
+        if moment.tzinfo is None:
+            return moment.replace(tzinfo=UTC)
+        return moment.astimezone(UTC)
+
+
+# One row per event, never updated or deleted. The column names are public.
+events = sa.Table(
+    EVENTS_TABLE,
+    metadata,
+    sa.Column(
+        "position",
+        sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    sa.Column("thread_id", sa.String(255), nullable=False),
+    sa.Column("version", sa.Integer(), nullable=False),
+    sa.Column("type", sa.String(64), nullable=False),
+    sa.Column("interrupt_id", sa.String(255), nullable=True),
+    sa.Column("run_id", sa.Text(), nullable=True),
+    sa.Column("actor", sa.String(255), nullable=True),
+    sa.Column("data", sa.JSON(), nullable=False),
+    sa.Column("occurred_at", UTCDateTime(), nullable=False),
+    sa.Column("hash", sa.String(64), nullable=False),
+    sa.UniqueConstraint("thread_id", "version", name="uq_symfonic_events_thread_version"),
+    sa.Index("ix_symfonic_events_interrupt", "thread_id", "interrupt_id"),
+    sa.Index("ix_symfonic_events_actor", "actor", "occurred_at"),
+    sa.Index(
+        "uq_symfonic_events_one_mint",
+        "thread_id",
+        "interrupt_id",
+        unique=True,
+        sqlite_where=sa.text("type = 'interrupt.minted'"),
+        postgresql_where=sa.text("type = 'interrupt.minted'"),
+    ),
+    sa.Index(
+        "uq_symfonic_events_one_ending",
+        "thread_id",
+        "interrupt_id",
+        unique=True,
+        sqlite_where=sa.text("type IN ('interrupt.resumed', 'interrupt.expired')"),
+        postgresql_where=sa.text("type IN ('interrupt.resumed', 'interrupt.expired')"),
+    ),
+)
+
+# One row per thread: the fold of its events, updated in the append's transaction.
+threads = sa.Table(
+    THREADS_TABLE,
+    metadata,
+    sa.Column("thread_id", sa.String(255), primary_key=True),
+    sa.Column("version", sa.Integer(), nullable=False),
+    sa.Column("last_hash", sa.String(64), nullable=False),
+    sa.Column("run_id", sa.Text(), nullable=True),
+    sa.Column("pending", sa.JSON(none_as_null=True), nullable=True),
+    sa.Column("pending_interrupt_id", sa.String(255), nullable=True),
+    sa.Column("pending_run_id", sa.Text(), nullable=True),
+    sa.Column("pending_minted_at", sa.Float(), nullable=True),
+    sa.Column("pending_since", sa.Float(), nullable=True),
+    sa.Index(
+        "ix_symfonic_threads_pending_since",
+        "pending_since",
+        sqlite_where=sa.text("pending_interrupt_id IS NOT NULL"),
+        postgresql_where=sa.text("pending_interrupt_id IS NOT NULL"),
+    ),
+)
+
+# --- append-only triggers (I1), used by the migrations ----------------------------
+
+SQLITE_APPEND_ONLY_TRIGGERS = (
+    """
+    CREATE TRIGGER symfonic_events_no_update BEFORE UPDATE ON symfonic_events
+    BEGIN SELECT RAISE(ABORT, 'symfonic_events is append-only: UPDATE is not allowed'); END
+    """,
+    """
+    CREATE TRIGGER symfonic_events_no_delete BEFORE DELETE ON symfonic_events
+    BEGIN SELECT RAISE(ABORT, 'symfonic_events is append-only: DELETE is not allowed'); END
+    """,
+)
+SQLITE_DROP_TRIGGERS = (
+    "DROP TRIGGER IF EXISTS symfonic_events_no_update",
+    "DROP TRIGGER IF EXISTS symfonic_events_no_delete",
+)
+
+POSTGRES_APPEND_ONLY_TRIGGERS = (
+    """
+    CREATE FUNCTION symfonic_events_append_only() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        RAISE EXCEPTION 'symfonic_events is append-only: % is not allowed', TG_OP
+            USING ERRCODE = 'restrict_violation';
+    END
+    $$
+    """,
+    """
+    CREATE TRIGGER symfonic_events_no_update_delete
+    BEFORE UPDATE OR DELETE ON symfonic_events
+    FOR EACH ROW EXECUTE FUNCTION symfonic_events_append_only()
+    """,
+    """
+    CREATE TRIGGER symfonic_events_no_truncate
+    BEFORE TRUNCATE ON symfonic_events
+    FOR EACH STATEMENT EXECUTE FUNCTION symfonic_events_append_only()
+    """,
+)
+POSTGRES_DROP_TRIGGERS = (
+    "DROP TRIGGER IF EXISTS symfonic_events_no_truncate ON symfonic_events",
+    "DROP TRIGGER IF EXISTS symfonic_events_no_update_delete ON symfonic_events",
+    "DROP FUNCTION IF EXISTS symfonic_events_append_only()",
+)

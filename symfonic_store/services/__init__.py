@@ -1,0 +1,1 @@
+"""Operations on the whole store: sweep, audit, replay, verify, rebuild."""

@@ -1,0 +1,127 @@
+"""The sweep: expire every stale pending interrupt (TTL passed, or its run moved on).
+
+Made for cron. Work is done in batches, each one transaction: the candidates are found
+with an indexed query on the projection, the seed predicate decides, and the expiries
+are appended set-wise. On PostgreSQL candidate rows are locked ``FOR UPDATE SKIP
+LOCKED``, so two sweeps at once split the work and never expire anything twice (the
+one-ending unique key would refuse it anyway).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from ..append import ThreadWriter, flush
+from ..events import EXPIRED
+from ..protocol import stale_reason
+from ..statements import stale_candidates
+
+Expiry = tuple[str, str, str]
+"""``(thread_id, interrupt_id, reason)``"""
+
+# The SQL prefilter compares ``minted_at < now - ttl + margin``: a superset of what the
+# Python predicate (``now - minted_at > ttl``) calls stale, whatever the float rounding.
+_CUTOFF_MARGIN = 1e-3
+
+
+@dataclass(slots=True)
+class SweepReport:
+    """What a sweep expired (or, with ``dry_run``, would expire)."""
+
+    expired: list[Expiry] = field(default_factory=list)
+    dry_run: bool = False
+    ttl_seconds: float | None = None
+    wake_failures: list[tuple[str, str, str]] = field(default_factory=list)
+    """``(thread_id, interrupt_id, error)`` for each ``on_expired`` call that raised."""
+
+    @property
+    def count(self) -> int:
+        return len(self.expired)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "ttl_seconds": self.ttl_seconds,
+            "expired": [
+                {"thread_id": t, "interrupt_id": i, "reason": r} for t, i, r in self.expired
+            ],
+            "wake_failures": [
+                {"thread_id": t, "interrupt_id": i, "error": e} for t, i, e in self.wake_failures
+            ],
+        }
+
+    def __str__(self) -> str:
+        verb = "would expire" if self.dry_run else "expired"
+        by_reason: dict[str, int] = {}
+        for _, _, reason in self.expired:
+            by_reason[reason] = by_reason.get(reason, 0) + 1
+        detail = ", ".join(f"{n} {r}" for r, n in sorted(by_reason.items()))
+        ttl = "none" if self.ttl_seconds is None else f"{self.ttl_seconds:g}s"
+        text = f"sweep {verb} {self.count} interrupt(s)" + (f" ({detail})" if detail else "")
+        text += f"; ttl {ttl}"
+        if self.wake_failures:
+            text += f"; {len(self.wake_failures)} wake-up(s) failed"
+        return text
+
+
+@dataclass(slots=True)
+class SweepBatch:
+    expired: list[Expiry]
+    last_thread: str | None
+    """The keyset cursor for the next batch; None when there is nothing further."""
+
+
+def sweep_batch(
+    conn: Connection,
+    *,
+    ttl_seconds: float | None,
+    after_thread: str,
+    batch_size: int,
+    dry_run: bool,
+) -> SweepBatch:
+    """Find (and unless ``dry_run`` expire) the stale interrupts of one batch of threads."""
+    now = time.time()
+    cutoff = None if ttl_seconds is None else now - ttl_seconds + _CUTOFF_MARGIN
+    candidates = stale_candidates(
+        conn, ttl_cutoff=cutoff, after_thread=after_thread, limit=batch_size, lock=not dry_run
+    )
+    expired: list[Expiry] = []
+    writers: list[ThreadWriter] = []
+    for state in candidates:
+        reason = stale_reason(state.as_state(), ttl_seconds)
+        interrupt_id = state.pending_interrupt_id
+        if reason is None or interrupt_id is None:
+            continue
+        expired.append((state.thread_id, interrupt_id, reason))
+        if not dry_run:
+            w = ThreadWriter(conn, state.thread_id, state)
+            w.append(
+                EXPIRED,
+                interrupt_id=interrupt_id,
+                data={"reason": reason, "detected_by": "sweep"},
+            )
+            writers.append(w)
+    flush(conn, writers)
+    last = candidates[-1].thread_id if len(candidates) == batch_size else None
+    return SweepBatch(expired, last)
+
+
+def notify(
+    report: SweepReport,
+    expired: list[Expiry],
+    on_expired: Callable[[str, str, str], Any] | None,
+) -> None:
+    """Call ``on_expired`` for committed expiries; a failing callback is recorded, not fatal."""
+    report.expired.extend(expired)
+    if on_expired is None or report.dry_run:
+        return
+    for thread_id, interrupt_id, reason in expired:
+        try:
+            on_expired(thread_id, interrupt_id, reason)
+        except Exception as exc:
+            report.wake_failures.append((thread_id, interrupt_id, f"{type(exc).__name__}: {exc}"))

@@ -1,0 +1,285 @@
+"""Every SQL statement the store runs, in one place, as SQLAlchemy Core.
+
+Both stores execute these through a synchronous ``Connection`` (the asyncio store via
+``AsyncConnection.run_sync``), so there is one copy of each statement and of the logic
+around it. All values are bound parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Row
+
+from .events import ENDINGS, MINTED, NewEvent, StoredEvent
+from .projection import ThreadState
+from .schema import events, threads
+
+# PostgreSQL: one transaction-scoped advisory lock serialises the allocation of event
+# positions, so events become visible in position order (see docs/reliability.md, I11).
+POSITION_LOCK_KEY = 0x53594D46  # "SYMF"
+
+EVENT_COLUMNS = (
+    events.c.position,
+    events.c.thread_id,
+    events.c.version,
+    events.c.type,
+    events.c.interrupt_id,
+    events.c.run_id,
+    events.c.actor,
+    events.c.data,
+    events.c.occurred_at,
+    events.c.hash,
+)
+
+THREAD_COLUMNS = (
+    threads.c.thread_id,
+    threads.c.version,
+    threads.c.last_hash,
+    threads.c.run_id,
+    threads.c.pending,
+    threads.c.pending_since,
+)
+
+
+def to_event(row: Row[Any] | Sequence[Any]) -> StoredEvent:
+    return StoredEvent(*row)
+
+
+def to_thread(row: Row[Any] | Sequence[Any]) -> ThreadState:
+    thread_id, version, last_hash, run_id, pending, pending_since = tuple(row)
+    return ThreadState(thread_id, version, last_hash, run_id, pending, pending_since)
+
+
+def thread_row(state: ThreadState) -> dict[str, Any]:
+    """The projection row of a thread (its columns derived from the folded state)."""
+    return {
+        "thread_id": state.thread_id,
+        "version": state.version,
+        "last_hash": state.last_hash,
+        "run_id": state.run_id,
+        "pending": state.pending,
+        "pending_interrupt_id": state.pending_interrupt_id,
+        "pending_run_id": state.pending_run_id,
+        "pending_minted_at": state.pending_minted_at,
+        "pending_since": state.pending_since,
+    }
+
+
+# --- the thread projection ----------------------------------------------------------
+
+
+def load_thread(conn: Connection, thread_id: str, *, for_update: bool) -> ThreadState | None:
+    query = sa.select(*THREAD_COLUMNS).where(threads.c.thread_id == thread_id)
+    if for_update and conn.dialect.name == "postgresql":
+        query = query.with_for_update()
+    row = conn.execute(query).first()
+    return None if row is None else to_thread(row)
+
+
+_INSERT_THREAD = threads.insert()
+_UPDATE_THREAD = (
+    threads.update()
+    .where(threads.c.thread_id == sa.bindparam("b_thread_id"))
+    .values(
+        version=sa.bindparam("version"),
+        last_hash=sa.bindparam("last_hash"),
+        run_id=sa.bindparam("run_id"),
+        pending=sa.bindparam("pending"),
+        pending_interrupt_id=sa.bindparam("pending_interrupt_id"),
+        pending_run_id=sa.bindparam("pending_run_id"),
+        pending_minted_at=sa.bindparam("pending_minted_at"),
+        pending_since=sa.bindparam("pending_since"),
+    )
+)
+
+
+def insert_threads(conn: Connection, states: Iterable[ThreadState]) -> None:
+    rows = [thread_row(s) for s in states]
+    if rows:
+        conn.execute(_INSERT_THREAD, rows)
+
+
+def update_threads(conn: Connection, states: Iterable[ThreadState]) -> None:
+    rows = []
+    for state in states:
+        row = thread_row(state)
+        row["b_thread_id"] = row.pop("thread_id")
+        rows.append(row)
+    if rows:
+        conn.execute(_UPDATE_THREAD, rows)
+
+
+def delete_all_threads(conn: Connection) -> None:
+    conn.execute(threads.delete())
+
+
+def pending_threads(
+    conn: Connection, *, since_before: float | None, limit: int | None
+) -> list[ThreadState]:
+    query = (
+        sa.select(*THREAD_COLUMNS)
+        .where(threads.c.pending_interrupt_id.is_not(None))
+        .order_by(threads.c.pending_since, threads.c.thread_id)
+    )
+    if since_before is not None:
+        query = query.where(threads.c.pending_since < since_before)
+    if limit is not None:
+        query = query.limit(limit)
+    return [to_thread(r) for r in conn.execute(query)]
+
+
+def stale_candidates(
+    conn: Connection,
+    *,
+    ttl_cutoff: float | None,
+    after_thread: str,
+    limit: int,
+    lock: bool,
+) -> list[ThreadState]:
+    """Pending threads that may be stale: a superset the Python predicate then decides.
+
+    ``ttl_cutoff`` is a little later than ``now - ttl`` so that floating-point rounding
+    can only add candidates, never lose one. Keyset-paged on ``thread_id``. With
+    ``lock`` on PostgreSQL the rows are locked ``FOR UPDATE SKIP LOCKED``, so concurrent
+    sweeps split the work instead of waiting on each other.
+    """
+    run_moved_on = sa.and_(
+        threads.c.pending_run_id.is_not(None),
+        sa.or_(threads.c.run_id.is_(None), threads.c.run_id != threads.c.pending_run_id),
+    )
+    stale = run_moved_on
+    if ttl_cutoff is not None:
+        stale = sa.or_(run_moved_on, threads.c.pending_minted_at < ttl_cutoff)
+    query = (
+        sa.select(*THREAD_COLUMNS)
+        .where(threads.c.pending_interrupt_id.is_not(None))
+        .where(threads.c.thread_id > after_thread)
+        .where(stale)
+        .order_by(threads.c.thread_id)
+        .limit(limit)
+    )
+    if lock and conn.dialect.name == "postgresql":
+        query = query.with_for_update(skip_locked=True)
+    return [to_thread(r) for r in conn.execute(query)]
+
+
+# --- the event log ------------------------------------------------------------------
+
+_INSERT_EVENT = events.insert()
+
+
+def lock_positions(conn: Connection) -> None:
+    """Serialise position allocation until commit (PostgreSQL only; SQLite has one writer)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(POSITION_LOCK_KEY)))
+
+
+def insert_events(conn: Connection, new_events: Sequence[NewEvent]) -> None:
+    if new_events:
+        conn.execute(_INSERT_EVENT, [e.row() for e in new_events])
+
+
+def interrupt_events(conn: Connection, thread_id: str, interrupt_id: str) -> list[StoredEvent]:
+    """The mint and the ending (if any) of one interrupt."""
+    query = (
+        sa.select(*EVENT_COLUMNS)
+        .where(events.c.thread_id == thread_id)
+        .where(events.c.interrupt_id == interrupt_id)
+        .where(events.c.type.in_((MINTED, *ENDINGS)))
+        .order_by(events.c.version)
+    )
+    return [to_event(r) for r in conn.execute(query)]
+
+
+def was_minted(conn: Connection, thread_id: str, interrupt_id: str) -> bool:
+    query = (
+        sa.select(events.c.position)
+        .where(events.c.thread_id == thread_id)
+        .where(events.c.interrupt_id == interrupt_id)
+        .where(events.c.type == MINTED)
+    )
+    return conn.execute(query).first() is not None
+
+
+def thread_events_query(
+    thread_id: str, *, until_position: int | None = None, until_time: datetime | None = None
+) -> sa.Select[Any]:
+    query = sa.select(*EVENT_COLUMNS).where(events.c.thread_id == thread_id)
+    if until_position is not None:
+        query = query.where(events.c.position <= until_position)
+    if until_time is not None:
+        query = query.where(events.c.occurred_at <= until_time)
+    return query.order_by(events.c.version)
+
+
+def events_after_query(after: int, limit: int | None) -> sa.Select[Any]:
+    query = sa.select(*EVENT_COLUMNS).where(events.c.position > after).order_by(events.c.position)
+    if limit is not None:
+        query = query.limit(limit)
+    return query
+
+
+def all_events_by_thread_query(thread_id: str | None = None) -> sa.Select[Any]:
+    query = sa.select(*EVENT_COLUMNS)
+    if thread_id is not None:
+        query = query.where(events.c.thread_id == thread_id)
+    return query.order_by(events.c.thread_id, events.c.version)
+
+
+def stream(conn: Connection, query: sa.Select[Any], *, batch: int = 1000) -> Iterator[StoredEvent]:
+    """Events from ``query`` in bounded memory (a server-side cursor on PostgreSQL)."""
+    # Per-statement option: Connection.execution_options() would change the connection.
+    result = conn.execute(query, execution_options={"yield_per": batch})
+    try:
+        for row in result:
+            yield to_event(row)
+    finally:
+        result.close()
+
+
+def read_page(conn: Connection, query: sa.Select[Any]) -> list[StoredEvent]:
+    return [to_event(r) for r in conn.execute(query)]
+
+
+def count_events(conn: Connection) -> int:
+    return int(conn.execute(sa.select(sa.func.count()).select_from(events)).scalar_one())
+
+
+def audit_query(*, thread_id: str | None, actor: str | None) -> sa.Select[Any]:
+    """Each mint joined to its ending (if any), in mint order."""
+    mint = events.alias("mint")
+    ending = events.alias("ending")
+    query = (
+        sa.select(
+            mint.c.position,
+            mint.c.thread_id,
+            mint.c.interrupt_id,
+            mint.c.data,
+            mint.c.occurred_at,
+            ending.c.type,
+            ending.c.actor,
+            ending.c.data,
+            ending.c.occurred_at,
+        )
+        .select_from(
+            mint.outerjoin(
+                ending,
+                sa.and_(
+                    ending.c.thread_id == mint.c.thread_id,
+                    ending.c.interrupt_id == mint.c.interrupt_id,
+                    ending.c.type.in_(ENDINGS),
+                ),
+            )
+        )
+        .where(mint.c.type == MINTED)
+        .order_by(mint.c.position)
+    )
+    if thread_id is not None:
+        query = query.where(mint.c.thread_id == thread_id)
+    if actor is not None:
+        query = query.where(ending.c.actor == actor)
+    return query

@@ -1,0 +1,86 @@
+"""Test scaffolding: one ``store`` fixture, every backend.
+
+``db_url`` is parametrised over SQLite (a temporary file per test) and PostgreSQL (a
+fresh schema per test in the database named by ``SYMFONIC_STORE_TEST_POSTGRES_URL``).
+Without that variable the PostgreSQL cases skip and say why.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from symfonic_store import AsyncInterruptStore, InterruptStore
+
+POSTGRES_ENV = "SYMFONIC_STORE_TEST_POSTGRES_URL"
+POSTGRES_SKIP_REASON = f"{POSTGRES_ENV} is not set: PostgreSQL cases skipped"
+
+
+def postgres_base_url() -> str | None:
+    return os.environ.get(POSTGRES_ENV) or None
+
+
+def with_search_path(url: str, schema: str) -> str:
+    """A URL whose connections use ``schema`` first (libpq ``options``)."""
+    parsed = sa.make_url(url)
+    return parsed.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(
+        hide_password=False
+    )
+
+
+@pytest.fixture
+def postgres_schema_url() -> Iterator[str]:
+    """A PostgreSQL URL bound to a fresh, empty schema, dropped afterwards."""
+    base = postgres_base_url()
+    if base is None:
+        pytest.skip(POSTGRES_SKIP_REASON)
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(sa.make_url(base).set(drivername="postgresql+psycopg"))
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield with_search_path(sa.make_url(base).set(drivername="postgresql+psycopg").render_as_string(hide_password=False), schema)
+    finally:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
+        admin.dispose()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'store.db'}"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest) -> str:
+    """An empty database (no schema yet) on each backend."""
+    name = "sqlite_url" if request.param == "sqlite" else "postgres_schema_url"
+    return str(request.getfixturevalue(name))
+
+
+@pytest.fixture
+def backend(db_url: str) -> str:
+    return "sqlite" if db_url.startswith("sqlite") else "postgresql"
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[InterruptStore]:
+    """A migrated store without a TTL, on each backend."""
+    s = InterruptStore(db_url)
+    s.setup()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+async def astore(db_url: str) -> AsyncIterator[AsyncInterruptStore]:
+    """A migrated asyncio store, on each backend."""
+    s = AsyncInterruptStore(db_url)
+    await s.setup()
+    yield s
+    await s.aclose()
