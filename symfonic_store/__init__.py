@@ -8,6 +8,7 @@ thread's history.
 
 from __future__ import annotations
 
+from .agent import build_agent_graph
 from .errors import (
     ConcurrencyConflictError,
     DatabaseError,
@@ -36,6 +37,7 @@ from .langgraph import (
     create_interrupt_node,
     create_tools_node,
     expired_resume_value,
+    make_async_graph_waker,
     make_graph_waker,
     make_interrupt_router,
     request_interrupt,
@@ -86,12 +88,14 @@ __all__ = [
     "UnknownInterruptError",
     "__version__",
     "ask_user_pending_is_current",
+    "build_agent_graph",
     "build_interrupt_marker",
     "create_interrupt_node",
     "create_tools_node",
     "expired_resume_value",
     "interrupt_condition",
     "interrupt_pending_is_current",
+    "make_async_graph_waker",
     "make_graph_waker",
     "make_interrupt_router",
     "new_interrupt_id",
