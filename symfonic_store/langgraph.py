@@ -24,6 +24,11 @@ from langchain_core.tools import BaseTool
 from langgraph.graph.message import add_messages
 from langgraph.types import Command, interrupt
 
+try:
+    from langgraph._internal._constants import CONFIG_KEY_SCRATCHPAD as _SCRATCHPAD_KEY
+except ImportError:  # pragma: no cover - a LangGraph that moved it; see _incoming_resume
+    _SCRATCHPAD_KEY = "__pregel_scratchpad"
+
 from .errors import InvalidInputError
 from .protocol import (
     PENDING_KEY,
@@ -119,40 +124,87 @@ def create_interrupt_node(store: AnyStore | None = None) -> RunnableLambda[Any, 
 
     def node(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         pending: dict[str, Any] = state[PENDING_KEY]
-        thread_id = None
-        if store is not None:
-            _require_sync(store, "create_interrupt_node")
-            thread_id = _thread_id(config)
-            cast("InterruptStore", store).mint(thread_id, pending)
+        if store is None:
+            return _answer_without_store(pending)
+        _require_sync(store, "create_interrupt_node")
+        sync_store = cast("InterruptStore", store)
+        thread_id = _thread_id(config)
+        actor = _actor(config)
+        sync_store.mint(thread_id, pending)
+        # Check the answer before interrupt() hands it over (see _incoming_resume).
+        incoming = _incoming_resume(config)
+        response = None
+        if incoming is not None and incoming is not _NOT_VISIBLE:
+            response = sync_store.admit_node_resume(thread_id, pending, incoming, actor=actor)
         resume_value = interrupt(interrupt_value(pending))
         if resume_value is None:
             return _unexpected_none(pending)
-        if store is not None and thread_id is not None:
-            response = cast("InterruptStore", store).admit_node_resume(
-                thread_id, pending, resume_value, actor=_actor(config)
-            )
-        else:
-            response = normalize_response(resume_value)
+        if response is None or resume_value is not incoming:
+            response = sync_store.admit_node_resume(thread_id, pending, resume_value, actor=actor)
         return response_updates(pending, response)
 
     async def anode(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         pending: dict[str, Any] = state[PENDING_KEY]
-        thread_id = None
-        if store is not None:
-            thread_id = _thread_id(config)
-            await _maybe_await(store.mint(thread_id, pending))
+        if store is None:
+            return _answer_without_store(pending)
+        thread_id = _thread_id(config)
+        actor = _actor(config)
+        await _maybe_await(store.mint(thread_id, pending))
+        incoming = _incoming_resume(config)
+        response = None
+        if incoming is not None and incoming is not _NOT_VISIBLE:
+            response = await _maybe_await(
+                store.admit_node_resume(thread_id, pending, incoming, actor=actor)
+            )
         resume_value = interrupt(interrupt_value(pending))
         if resume_value is None:
             return _unexpected_none(pending)
-        if store is not None and thread_id is not None:
+        if response is None or resume_value is not incoming:
             response = await _maybe_await(
-                store.admit_node_resume(thread_id, pending, resume_value, actor=_actor(config))
+                store.admit_node_resume(thread_id, pending, resume_value, actor=actor)
             )
-        else:
-            response = normalize_response(resume_value)
         return response_updates(pending, response)
 
     return RunnableLambda(node, afunc=anode, name="interrupt")
+
+
+def _answer_without_store(pending: dict[str, Any]) -> dict[str, Any]:
+    """The seed's node, exactly."""
+    resume_value = interrupt(interrupt_value(pending))
+    if resume_value is None:
+        return _unexpected_none(pending)
+    return response_updates(pending, normalize_response(resume_value))
+
+
+_NOT_VISIBLE = object()
+
+
+def _incoming_resume(config: RunnableConfig) -> Any:
+    """The answer ``interrupt()`` is about to return in this node: a value, or ``None``.
+
+    The store must judge an answer *before* ``interrupt()`` returns it, because
+    ``interrupt()`` saves the value it returns as the task's answer: a refused answer
+    checked afterwards would stay saved, and every later resume of the thread -- the
+    real approver's command included -- would be handed the refused answer again and
+    refused again. Refused before it is taken, the answer is never saved, the graph
+    stays paused, and the next ``Command(resume=...)`` replaces it.
+
+    This reads LangGraph's per-task scratchpad (the same place ``interrupt()`` reads):
+    the task's saved or mapped answers first, then the run's ``Command(resume=...)``.
+    Returns ``_NOT_VISIBLE`` when the scratchpad is not there (a LangGraph that moved
+    it); the node then checks the answer after ``interrupt()`` only.
+    """
+    configurable = config.get("configurable") or {}
+    scratchpad = configurable.get(_SCRATCHPAD_KEY)
+    if scratchpad is None:
+        return _NOT_VISIBLE
+    try:
+        saved = scratchpad.resume
+        if saved:
+            return saved[0]
+        return scratchpad.get_null_resume(False)
+    except (AttributeError, TypeError):
+        return _NOT_VISIBLE
 
 
 def _unexpected_none(pending: dict[str, Any]) -> dict[str, Any]:
@@ -348,12 +400,44 @@ def make_graph_waker(
     return wake
 
 
+async def awaiting_on(graph: Any, thread_id: str, interrupt_id: str) -> bool:
+    """As :func:`waiting_on`, through the graph's async API (``aget_state``)."""
+    snapshot = await graph.aget_state({"configurable": {"thread_id": thread_id}})
+    for pending in getattr(snapshot, "interrupts", ()) or ():
+        value = getattr(pending, "value", None)
+        if isinstance(value, dict) and value.get("interrupt_id") == interrupt_id:
+            return True
+    return False
+
+
+def make_async_graph_waker(
+    graph: Any, *, configurable: dict[str, Any] | None = None
+) -> Callable[[str, str, str], Awaitable[bool]]:
+    """As :func:`make_graph_waker`, for ``AsyncInterruptStore.sweep`` and async graphs.
+
+    The callback is a coroutine function using ``aget_state`` and ``ainvoke``: use it
+    when the graph's checkpointer or store is asynchronous (``AsyncSqliteSaver``,
+    ``AsyncPostgresSaver``, :class:`~symfonic_store.AsyncInterruptStore`).
+    """
+
+    async def wake(thread_id: str, interrupt_id: str, reason: str) -> bool:
+        if not await awaiting_on(graph, thread_id, interrupt_id):
+            return False
+        config = {"configurable": {**(configurable or {}), "thread_id": thread_id}}
+        await graph.ainvoke(Command(resume=expired_resume_value(reason)), config)
+        return True
+
+    return wake
+
+
 __all__ = [
     "InterruptRequest",
     "InterruptState",
     "create_interrupt_node",
     "create_tools_node",
     "expired_resume_value",
+    "awaiting_on",
+    "make_async_graph_waker",
     "make_graph_waker",
     "make_interrupt_router",
     "request_interrupt",
