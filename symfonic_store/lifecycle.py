@@ -121,6 +121,7 @@ def record_router_decision(
             w.append(
                 EXPIRED,
                 interrupt_id=interrupt_id,
+                run_id=state.get("run_id"),
                 data={"reason": reason, "detected_by": "router"},
             )
     w.append(
