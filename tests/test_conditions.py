@@ -80,9 +80,7 @@ CASES = [
 def test_case_table_covers_every_combination() -> None:
     """The table has all 4 x 4 x 2 cases, i.e. the 18 current/stale/absent cases with both kinds of stale."""
     assert len(CASES) == 32
-    classes = {
-        (i.split("-")[0], a.split("-")[0], t) for i, a, t in (c.values for c in CASES)
-    }
+    classes = {(i.split("-")[0], a.split("-")[0], t) for i, a, t in (c.values for c in CASES)}
     assert len(classes) == 18
 
 

@@ -27,8 +27,12 @@ Predicate = Callable[[Mapping[str, Any], float | None], bool]
 
 # Each predicate with the one state key it reads and the other predicate's key.
 PREDICATES = [
-    pytest.param(interrupt_pending_is_current, "_interrupt_pending", "_ask_user_pending", id="interrupt"),
-    pytest.param(ask_user_pending_is_current, "_ask_user_pending", "_interrupt_pending", id="ask_user"),
+    pytest.param(
+        interrupt_pending_is_current, "_interrupt_pending", "_ask_user_pending", id="interrupt"
+    ),
+    pytest.param(
+        ask_user_pending_is_current, "_ask_user_pending", "_interrupt_pending", id="ask_user"
+    ),
 ]
 
 FROZEN = "2024-03-01 09:00:00"
@@ -105,7 +109,9 @@ def test_build_interrupt_marker_minted_at_moves_with_clock() -> None:
         first = build_interrupt_marker(name="n", interrupt_id="i-1", payload={})
         frozen.tick(timedelta(seconds=60))
         second = build_interrupt_marker(name="n", interrupt_id="i-1", payload={})
-    assert second["_interrupt_pending"]["minted_at"] - first["_interrupt_pending"]["minted_at"] == 60
+    assert (
+        second["_interrupt_pending"]["minted_at"] - first["_interrupt_pending"]["minted_at"] == 60
+    )
 
 
 def test_new_interrupt_id_format_and_uniqueness() -> None:
@@ -206,7 +212,9 @@ def test_run_id_rule(
 
 
 @pytest.mark.parametrize(("predicate", "key", "other"), PREDICATES)
-def test_marker_without_run_id_key_passes_run_check(predicate: Predicate, key: str, other: str) -> None:
+def test_marker_without_run_id_key_passes_run_check(
+    predicate: Predicate, key: str, other: str
+) -> None:
     """A dict marker with no run_id key at all is treated like run_id None (P3, P5)."""
     bare = {"name": "n", "interrupt_id": "i-1"}
     assert predicate({key: bare, "run_id": "r-9"}, None) is True
@@ -214,7 +222,9 @@ def test_marker_without_run_id_key_passes_run_check(predicate: Predicate, key: s
 
 @freeze_time(FROZEN)
 @pytest.mark.parametrize(("predicate", "key", "other"), PREDICATES)
-def test_run_id_mismatch_is_stale_even_when_young(predicate: Predicate, key: str, other: str) -> None:
+def test_run_id_mismatch_is_stale_even_when_young(
+    predicate: Predicate, key: str, other: str
+) -> None:
     """A marker from another run is stale although well within the TTL (P3 before P4)."""
     assert predicate({key: marker(run_id="old"), "run_id": "new"}, 3600) is False
 
@@ -321,7 +331,9 @@ def test_predicate_ignores_the_other_key(predicate: Predicate, key: str, other: 
 
 
 @pytest.mark.parametrize(("predicate", "key", "other"), PREDICATES)
-def test_stale_other_key_does_not_spoil_this_one(predicate: Predicate, key: str, other: str) -> None:
+def test_stale_other_key_does_not_spoil_this_one(
+    predicate: Predicate, key: str, other: str
+) -> None:
     """A stale marker under the other key leaves this predicate's current marker current."""
     with freeze_time(FROZEN) as frozen:
         old = marker(run_id="old")
@@ -337,7 +349,16 @@ TOOL_CALL = {"name": "refund", "args": {"order": 1}, "id": "call_1"}
 
 TOOLS_CONDITION_CASES = [
     pytest.param([AIMessage("", tool_calls=[TOOL_CALL])], "continue", id="ai-with-calls"),
-    pytest.param([AIMessageChunk(content="", tool_call_chunks=[{"name": "refund", "args": "{}", "id": "c", "index": 0}])], "continue", id="ai-chunk-with-calls"),
+    pytest.param(
+        [
+            AIMessageChunk(
+                content="",
+                tool_call_chunks=[{"name": "refund", "args": "{}", "id": "c", "index": 0}],
+            )
+        ],
+        "continue",
+        id="ai-chunk-with-calls",
+    ),
     pytest.param([AIMessage("hello")], "finish", id="ai-without-calls"),
     pytest.param([HumanMessage("hi")], "finish", id="human"),
     pytest.param(
@@ -354,7 +375,20 @@ TOOLS_CONDITION_CASES = [
         [HumanMessage("hi"), AIMessage("", tool_calls=[TOOL_CALL])], "continue", id="calls-last"
     ),
     pytest.param(
-        [AIMessage("", invalid_tool_calls=[{"name": "x", "args": "{", "id": "c", "error": "bad", "type": "invalid_tool_call"}])],
+        [
+            AIMessage(
+                "",
+                invalid_tool_calls=[
+                    {
+                        "name": "x",
+                        "args": "{",
+                        "id": "c",
+                        "error": "bad",
+                        "type": "invalid_tool_call",
+                    }
+                ],
+            )
+        ],
         "finish",
         id="only-invalid-calls",
     ),
@@ -364,7 +398,7 @@ TOOLS_CONDITION_CASES = [
 
 @pytest.mark.parametrize(("messages", "expected"), TOOLS_CONDITION_CASES)
 def test_tools_condition(messages: list[Any], expected: str) -> None:
-    """"continue" only when the last message is an AI message with tool calls, else "finish"."""
+    """ "continue" only when the last message is an AI message with tool calls, else "finish"."""
     assert tools_condition({"messages": messages}) == expected
 
 
