@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from rich.console import Console
     from sqlalchemy.engine import Connection
 
+    from .events import StoredEvent
+    from .services.audit import AuditRecord
     from .store import InterruptStore
 
 PROG = "symfonic-store"
@@ -505,21 +507,26 @@ def audit(
         writer.writerow(AUDIT_FIELDS)
         writer.writerows(r.as_csv_row() for r in records)
         _emit(text.getvalue())
-    elif not records:
-        _say("no interrupts match")
     else:
-        rows = [
-            (r.minted_at, r.thread_id, r.interrupt_id, r.name, r.outcome, r.reason, r.actor,
-             r.response, r.resolved_at, r.payload)
-            for r in records
-        ]
-        _table(
-            f"audit: {len(records)} interrupt(s)",
-            ("minted", "thread", "interrupt", "name", "outcome", "reason", "actor", "response",
-             "resolved", "payload"),
-            rows,
-            wide=("response", "payload"),
-        )
+        _audit_table(records)
+
+
+def _audit_table(records: Sequence[AuditRecord]) -> None:
+    if not records:
+        _say("no interrupts match")
+        return
+    rows = [
+        (r.minted_at, r.thread_id, r.interrupt_id, r.name, r.outcome, r.reason, r.actor,
+         r.response, r.resolved_at, r.payload)
+        for r in records
+    ]
+    _table(
+        f"audit: {len(records)} interrupt(s)",
+        ("minted", "thread", "interrupt", "name", "outcome", "reason", "actor", "response",
+         "resolved", "payload"),
+        rows,
+        wide=("response", "payload"),
+    )
 
 
 # --- replay -------------------------------------------------------------------------
@@ -552,6 +559,10 @@ def replay(
     if output is TableOrJson.json:
         _emit_json([{"event": e.as_dict(), "state": s} for e, s in steps])
         return
+    _replay_table(thread, steps)
+
+
+def _replay_table(thread: str, steps: Sequence[tuple[StoredEvent, dict[str, Any]]]) -> None:
     rows = []
     for event, state in steps:
         marker = state.get("_interrupt_pending") or {}
@@ -632,7 +643,15 @@ def demo(ctx: typer.Context) -> None:
     session = _session(ctx)
     url = session.db or DEMO_URL
     session.remember_password(url)
-    run_demo(url, say=_say, table=_table)
+    result = run_demo(url, say=_say)
+    _say("")
+    _audit_table(result.audit)
+    _say("")
+    _replay_table(result.replay_thread, result.replay)
+    _say(
+        f"\nExplore the store: {PROG} --db {safe_url(url)} audit "
+        f"(or: pending, replay {result.replay_thread}, verify)"
+    )
 
 
 # --- entry point --------------------------------------------------------------------
