@@ -19,6 +19,7 @@ from symfonic_store import (
     InterruptStore,
     InvalidInputError,
     InvalidMarkerError,
+    PayloadTooLargeError,
     SymfonicStoreError,
     build_interrupt_marker,
 )
@@ -111,6 +112,20 @@ def test_a_response_that_is_not_json_is_refused(seeded: InterruptStore, response
     """A resume whose response cannot be stored as JSON is refused before anything is recorded."""
     assert_refused(seeded, lambda: seeded.resume("t-1", "i-1", response, actor="alice"), "response")
     assert seeded.pending("t-1") is not None
+
+
+def test_a_payload_over_the_size_limit_is_refused(db_url: str, seeded: InterruptStore) -> None:
+    """A payload or response larger than ``max_payload_bytes`` raises PayloadTooLargeError, writing nothing."""
+    with InterruptStore(db_url, max_payload_bytes=100) as small:
+        big = marker("i-3", blob="x" * 200)
+        assert_refused(seeded, lambda: small.mint("t-3", big), "marker.payload", PayloadTooLargeError)
+        assert_refused(
+            seeded,
+            lambda: small.resume("t-1", "i-1", {"note": "x" * 200}, actor="alice"),
+            "response",
+            PayloadTooLargeError,
+        )
+        assert small.mint("t-3", marker("i-3", blob="x" * 10))
 
 
 # --- ids ------------------------------------------------------------------------------
