@@ -1,0 +1,415 @@
+"""The sweep: which stale interrupts it expires, when, why, and what it tells the caller.
+
+The clock is frozen with ``freezegun`` and moved by hand; nothing sleeps. (Sweeps racing
+each other or racing resumes are in ``test_concurrency.py``.)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from freezegun import freeze_time
+from freezegun.api import FrozenDateTimeFactory
+
+from symfonic_store import (
+    EXPIRED,
+    MINTED,
+    AsyncInterruptStore,
+    InterruptStore,
+    build_interrupt_marker,
+)
+
+START = "2030-01-01 00:00:00"
+
+
+@pytest.fixture
+def clock() -> Iterator[FrozenDateTimeFactory]:
+    """The clock, frozen at a whole second and moved only by the test."""
+    with freeze_time(START, ignore=["_pytest.timing"]) as frozen:
+        yield frozen
+
+
+@pytest.fixture
+def open_store(db_url: str, store: InterruptStore) -> Iterator[Callable[..., InterruptStore]]:
+    """Opens more stores (other TTLs, other connections) on the migrated database."""
+    opened: list[InterruptStore] = []
+
+    def open_one(**kwargs: Any) -> InterruptStore:
+        s = InterruptStore(db_url, **kwargs)
+        opened.append(s)
+        return s
+
+    yield open_one
+    for s in opened:
+        s.close()
+
+
+def mint(
+    store: InterruptStore, thread_id: str, interrupt_id: str, *, run_id: str | None = None
+) -> dict[str, Any]:
+    """Mint a marker stamped now (by the frozen clock); returns the marker."""
+    update = build_interrupt_marker(
+        name="approval_required",
+        interrupt_id=interrupt_id,
+        payload={"refund": 420, "order": 1181},
+        run_id=run_id,
+    )
+    store.mint(thread_id, update)
+    return dict(update["_interrupt_pending"])
+
+
+def expiries(store: InterruptStore, thread_id: str) -> list[dict[str, Any]]:
+    """The ``data`` of the thread's ``interrupt.expired`` events, with their interrupt id."""
+    return [
+        {"interrupt_id": e.interrupt_id, **e.data}
+        for e in store.history(thread_id)
+        if e.type == EXPIRED
+    ]
+
+
+# --- the TTL boundary -------------------------------------------------------------------
+
+
+def test_sweep_expires_strictly_past_the_ttl(
+    store: InterruptStore, clock: FrozenDateTimeFactory
+) -> None:
+    """Exactly at the TTL the interrupt is current and kept; one millisecond later it expires."""
+    mint(store, "t-1", "i-1")
+
+    clock.tick(timedelta(seconds=60))
+    at_ttl = store.sweep(ttl_seconds=60)
+    assert at_ttl.expired == []
+    assert store.is_current("t-1", 60)
+    assert expiries(store, "t-1") == []
+
+    clock.tick(timedelta(milliseconds=1))
+    assert not store.is_current("t-1", 60)
+    past_ttl = store.sweep(ttl_seconds=60)
+    assert past_ttl.expired == [("t-1", "i-1", "ttl")]
+    assert all(isinstance(part, str) for entry in past_ttl.expired for part in entry)
+    assert expiries(store, "t-1") == [
+        {"interrupt_id": "i-1", "reason": "ttl", "detected_by": "sweep"}
+    ]
+    assert store.pending("t-1") is None
+    assert store.list_pending() == []
+
+
+def test_sweep_uses_the_store_ttl_and_the_argument_overrides_it(
+    open_store: Callable[..., InterruptStore], clock: FrozenDateTimeFactory
+) -> None:
+    """``sweep(ttl_seconds=...)`` beats the store's TTL, whether shorter or longer."""
+    long_ttl = open_store(ttl_seconds=3600)
+    short_ttl = open_store(ttl_seconds=60)
+    mint(long_ttl, "t-a", "i-a")
+    mint(long_ttl, "t-b", "i-b")
+    clock.tick(timedelta(seconds=120))
+
+    # A longer TTL given to the short-TTL store keeps both.
+    kept = short_ttl.sweep(ttl_seconds=3600)
+    assert kept.expired == []
+    assert kept.ttl_seconds == 3600
+    # The long-TTL store on its own keeps them too.
+    assert long_ttl.sweep().expired == []
+    # A shorter TTL given to the long-TTL store expires them.
+    report = long_ttl.sweep(ttl_seconds=60, batch_size=1)
+    assert report.ttl_seconds == 60
+    assert report.expired == [("t-a", "i-a", "ttl"), ("t-b", "i-b", "ttl")]
+
+
+def test_sweep_without_an_argument_applies_the_store_ttl(
+    open_store: Callable[..., InterruptStore], clock: FrozenDateTimeFactory
+) -> None:
+    """A store built with a TTL sweeps by it when no ``ttl_seconds`` is given."""
+    ttl_store = open_store(ttl_seconds=60)
+    mint(ttl_store, "t-1", "i-1")
+    clock.tick(timedelta(seconds=61))
+
+    report = ttl_store.sweep()
+
+    assert report.ttl_seconds == 60
+    assert report.expired == [("t-1", "i-1", "ttl")]
+
+
+def test_sweep_without_any_ttl_leaves_old_interrupts_alone(
+    store: InterruptStore, clock: FrozenDateTimeFactory
+) -> None:
+    """With no TTL anywhere, age alone never expires an interrupt."""
+    mint(store, "t-1", "i-1")
+    mint(store, "t-2", "i-2", run_id="r1")
+    clock.tick(timedelta(days=400))
+
+    assert store.sweep().expired == []
+    assert [p["thread_id"] for p in store.list_pending()] == ["t-1", "t-2"]
+
+
+# --- run_id staleness and reason precedence ----------------------------------------------
+
+
+def test_sweep_expires_a_run_that_moved_on_even_without_a_ttl(
+    store: InterruptStore, clock: FrozenDateTimeFactory
+) -> None:
+    """A marker minted in run r1 on a thread now in run r2 is expired with reason ``run_id``."""
+    mint(store, "t-moved", "i-moved", run_id="r1")
+    mint(store, "t-same", "i-same", run_id="r1")
+    mint(store, "t-none", "i-none")
+    store.record_route("t-moved", "finish", run_id="r2")
+    store.record_route("t-none", "finish", run_id="r2")
+    assert store.state("t-moved")["run_id"] == "r2"
+
+    report = store.sweep()
+
+    assert report.expired == [("t-moved", "i-moved", "run_id")]
+    assert expiries(store, "t-moved") == [
+        {"interrupt_id": "i-moved", "reason": "run_id", "detected_by": "sweep"}
+    ]
+    # Same run, or a marker without a run_id: still current (P3).
+    assert store.is_current("t-same")
+    assert store.is_current("t-none")
+
+
+def test_run_id_reason_wins_when_the_ttl_has_also_passed(
+    store: InterruptStore, clock: FrozenDateTimeFactory
+) -> None:
+    """A marker stale by both rules is expired once, with reason ``run_id`` (checked first)."""
+    mint(store, "t-1", "i-1", run_id="r1")
+    store.record_route("t-1", "continue", run_id="r2")
+    clock.tick(timedelta(hours=2))
+
+    report = store.sweep(ttl_seconds=60)
+
+    assert report.expired == [("t-1", "i-1", "run_id")]
+    assert [e["reason"] for e in expiries(store, "t-1")] == ["run_id"]
+
+
+# --- markers the TTL does not apply to -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "minted_at", ["2029-12-31T00:00:00Z", None, "missing"], ids=["text", "none", "missing"]
+)
+def test_marker_without_numeric_minted_at_is_never_ttl_expired(
+    store: InterruptStore, clock: FrozenDateTimeFactory, minted_at: Any
+) -> None:
+    """A ``minted_at`` that is text, None or absent skips the TTL: the sweep keeps it."""
+    odd = {"name": "approval_required", "interrupt_id": "i-odd", "payload": {}}
+    if minted_at != "missing":
+        odd["minted_at"] = minted_at
+    store.mint("t-odd", odd)
+    mint(store, "t-numeric", "i-numeric")
+    clock.tick(timedelta(days=365))
+
+    report = store.sweep(ttl_seconds=0)
+
+    assert report.expired == [("t-numeric", "i-numeric", "ttl")]
+    assert store.is_current("t-odd", 0)
+    assert store.pending("t-odd") is not None
+    assert expiries(store, "t-odd") == []
+
+
+# --- dry run and idempotence --------------------------------------------------------------
+
+
+def test_dry_run_reports_the_same_list_and_writes_nothing(
+    store: InterruptStore, clock: FrozenDateTimeFactory
+) -> None:
+    """``dry_run=True`` lists what a real sweep then expires, and writes nothing itself."""
+    for k in range(4):
+        mint(store, f"t-{k}", f"i-{k}")
+    mint(store, "t-moved", "i-moved", run_id="r1")
+    store.record_route("t-moved", "finish", run_id="r2")
+    clock.tick(timedelta(seconds=90))
+    mint(store, "t-fresh", "i-fresh")
+    before = store.events()
+    pending_before = store.list_pending()
+    called: list[tuple[str, str, str]] = []
+
+    dry = store.sweep(ttl_seconds=60, dry_run=True, on_expired=lambda *a: called.append(a))
+
+    assert dry.dry_run is True
+    assert sorted(dry.expired) == [
+        ("t-0", "i-0", "ttl"),
+        ("t-1", "i-1", "ttl"),
+        ("t-2", "i-2", "ttl"),
+        ("t-3", "i-3", "ttl"),
+        ("t-moved", "i-moved", "run_id"),
+    ]
+    assert store.events() == before
+    assert store.list_pending() == pending_before
+    assert called == []
+
+    real = store.sweep(ttl_seconds=60)
+    assert real.dry_run is False
+    assert real.expired == dry.expired
+    assert [p["thread_id"] for p in store.list_pending()] == ["t-fresh"]
+
+
+def test_second_sweep_finds_nothing(store: InterruptStore, clock: FrozenDateTimeFactory) -> None:
+    """A sweep run again right after another expires nothing and appends no event."""
+    for k in range(3):
+        mint(store, f"t-{k}", f"i-{k}")
+    clock.tick(timedelta(seconds=61))
+    first = store.sweep(ttl_seconds=60)
+    assert len(first.expired) == 3
+    events_after_first = store.events()
+
+    second = store.sweep(ttl_seconds=60)
+
+    assert second.expired == []
+    assert second.count == 0
+    assert store.events() == events_after_first
+
+
+def test_batch_size_one_still_expires_every_thread(
+    store: InterruptStore, clock: FrozenDateTimeFactory
+) -> None:
+    """Batches of one thread each walk every stale thread, in thread order, once."""
+    threads = [f"t-{k}" for k in range(7)]
+    for k, thread_id in enumerate(threads):
+        mint(store, thread_id, f"i-{k}")
+    # A current interrupt between stale ones must not stop the walk.
+    clock.tick(timedelta(seconds=61))
+    mint(store, "t-3b", "i-3b")
+
+    report = store.sweep(ttl_seconds=60, batch_size=1)
+
+    assert report.expired == [(t, f"i-{k}", "ttl") for k, t in enumerate(threads)]
+    assert [p["thread_id"] for p in store.list_pending()] == ["t-3b"]
+    for thread_id in threads:
+        assert len(expiries(store, thread_id)) == 1
+
+
+# --- on_expired --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("batch_size", [500, 2])
+def test_on_expired_is_called_once_per_expiry_after_commit(
+    store: InterruptStore,
+    open_store: Callable[..., InterruptStore],
+    clock: FrozenDateTimeFactory,
+    batch_size: int,
+) -> None:
+    """Each expired interrupt gets one call, and a separate connection already sees it expired."""
+    for k in range(5):
+        mint(store, f"t-{k}", f"i-{k}")
+    clock.tick(timedelta(seconds=61))
+    observer = open_store()
+    seen: list[tuple[str, str, str, dict[str, Any] | None, str]] = []
+
+    def on_expired(thread_id: str, interrupt_id: str, reason: str) -> None:
+        last = observer.history(thread_id)[-1]
+        seen.append((thread_id, interrupt_id, reason, observer.pending(thread_id), last.type))
+
+    report = store.sweep(ttl_seconds=60, batch_size=batch_size, on_expired=on_expired)
+
+    assert [(t, i, r) for t, i, r, _, _ in seen] == report.expired
+    assert len(report.expired) == 5
+    for _, _, _, pending, last_type in seen:
+        assert pending is None
+        assert last_type == EXPIRED
+    assert report.wake_failures == []
+
+
+def test_raising_on_expired_is_recorded_and_the_sweep_goes_on(
+    store: InterruptStore, clock: FrozenDateTimeFactory
+) -> None:
+    """A callback that raises is listed in ``wake_failures``; every other expiry still happens."""
+    for k in range(4):
+        mint(store, f"t-{k}", f"i-{k}")
+    clock.tick(timedelta(seconds=61))
+    called: list[str] = []
+
+    def on_expired(thread_id: str, interrupt_id: str, reason: str) -> None:
+        called.append(thread_id)
+        if thread_id == "t-1":
+            raise RuntimeError("graph unreachable")
+
+    report = store.sweep(ttl_seconds=60, batch_size=1, on_expired=on_expired)
+
+    assert called == ["t-0", "t-1", "t-2", "t-3"]
+    assert [t for t, _, _ in report.expired] == called
+    assert len(report.wake_failures) == 1
+    thread_id, interrupt_id, error = report.wake_failures[0]
+    assert (thread_id, interrupt_id) == ("t-1", "i-1")
+    assert "graph unreachable" in error
+    # The failed wake-up does not undo the expiry.
+    assert expiries(store, "t-1") == [{"interrupt_id": "i-1", "reason": "ttl", "detected_by": "sweep"}]
+    assert store.list_pending() == []
+
+
+# --- supersede --------------------------------------------------------------------------
+
+
+def test_superseded_interrupt_is_not_swept_again(
+    store: InterruptStore, clock: FrozenDateTimeFactory
+) -> None:
+    """An interrupt ended by a newer mint (I5) is never swept; only the newer one ages out."""
+    mint(store, "t-1", "i-old")
+    clock.tick(timedelta(seconds=30))
+    mint(store, "t-1", "i-new")
+    clock.tick(timedelta(seconds=40))  # i-old is 70 s old, i-new 40 s
+
+    assert store.sweep(ttl_seconds=60).expired == []
+
+    clock.tick(timedelta(seconds=21))
+    report = store.sweep(ttl_seconds=60)
+
+    assert report.expired == [("t-1", "i-new", "ttl")]
+    assert expiries(store, "t-1") == [
+        {"interrupt_id": "i-old", "reason": "superseded", "detected_by": "mint",
+         "superseded_by": "i-new"},
+        {"interrupt_id": "i-new", "reason": "ttl", "detected_by": "sweep"},
+    ]
+    types = [e.type for e in store.history("t-1")]
+    assert types == [MINTED, EXPIRED, MINTED, EXPIRED]
+
+
+def test_sweep_leaves_resumed_and_cancelled_interrupts_alone(
+    store: InterruptStore, clock: FrozenDateTimeFactory
+) -> None:
+    """Interrupts that already ended (resumed, cancelled) are not candidates for a sweep."""
+    mint(store, "t-resumed", "i-resumed")
+    mint(store, "t-cancelled", "i-cancelled")
+    store.resume("t-resumed", "i-resumed", {"approved": True}, actor="alice")
+    store.expire("t-cancelled", "i-cancelled")
+    clock.tick(timedelta(days=1))
+    before = store.events()
+
+    assert store.sweep(ttl_seconds=1).expired == []
+    assert store.events() == before
+
+
+# --- the asyncio store ----------------------------------------------------------------------
+
+
+async def test_async_sweep_expires_and_awaits_its_callback(astore: AsyncInterruptStore) -> None:
+    """The asyncio store's sweep expires, reports, awaits a coroutine callback, and is idempotent."""
+    old = time.time() - 3600
+    for k in range(3):
+        marker = {"name": "approval_required", "interrupt_id": f"i-{k}", "payload": {},
+                  "minted_at": old}
+        await astore.mint(f"t-{k}", marker)
+    await astore.mint("t-fresh", {"name": "approval_required", "interrupt_id": "i-fresh",
+                                  "payload": {}, "minted_at": time.time()})
+    woken: list[tuple[str, str, str]] = []
+
+    async def on_expired(thread_id: str, interrupt_id: str, reason: str) -> None:
+        assert await astore.pending(thread_id) is None
+        woken.append((thread_id, interrupt_id, reason))
+
+    dry = await astore.sweep(ttl_seconds=60, dry_run=True)
+    report = await astore.sweep(ttl_seconds=60, batch_size=2, on_expired=on_expired)
+
+    expected = [(f"t-{k}", f"i-{k}", "ttl") for k in range(3)]
+    assert dry.expired == expected
+    assert report.expired == expected
+    assert woken == expected
+    assert report.wake_failures == []
+    assert [p["thread_id"] for p in await astore.list_pending()] == ["t-fresh"]
+    assert (await astore.sweep(ttl_seconds=60)).expired == []
+    history = await astore.history("t-0")
+    assert [e.type for e in history] == [MINTED, EXPIRED]
+    assert history[-1].data == {"reason": "ttl", "detected_by": "sweep"}
