@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from freezegun import freeze_time
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, ToolMessage
+from pydantic import BaseModel
 
 import symfonic_store
 from symfonic_store import (
@@ -22,6 +23,7 @@ from symfonic_store import (
     new_interrupt_id,
     tools_condition,
 )
+from symfonic_store.protocol import encode_resume, normalize_response
 
 Predicate = Callable[[Mapping[str, Any], float | None], bool]
 
@@ -405,3 +407,67 @@ def test_tools_condition(messages: list[Any], expected: str) -> None:
 def test_tools_condition_without_messages_key() -> None:
     """A state with no messages at all finishes."""
     assert tools_condition({}) == "finish"
+
+
+# --- N2/N5 helpers: what the node reads and what a resume should send -------------
+
+HEX = "0123456789abcdef0123456789abcdef"
+
+ENCODE_CASES = [
+    pytest.param({}, True, id="empty"),
+    pytest.param({HEX: "approve"}, True, id="one-hex-key"),
+    pytest.param({HEX: 1, "fedcba9876543210fedcba9876543210": 2}, True, id="all-hex-keys"),
+    pytest.param({HEX: 1, "note": "x"}, False, id="mixed-keys"),
+    pytest.param({"approved": True}, False, id="plain"),
+    pytest.param({HEX.upper(): 1}, False, id="uppercase-hex"),
+    pytest.param({HEX[:31]: 1}, False, id="31-hex"),
+    pytest.param({HEX + "0": 1}, False, id="33-hex"),
+]
+
+
+@pytest.mark.parametrize(("response", "needs_sentinel"), ENCODE_CASES)
+def test_encode_resume_adds_sentinel_only_where_langgraph_would_misread(
+    response: dict[str, Any], needs_sentinel: bool
+) -> None:
+    """encode_resume adds the sentinel exactly for the dicts LangGraph reads as interrupt-id maps."""
+    original = dict(response)
+    encoded = encode_resume(response)
+    assert response == original
+    if needs_sentinel:
+        assert encoded == {**original, INTERRUPT_ACK_SENTINEL: True}
+    else:
+        assert encoded == original
+        assert encoded is not response
+    assert normalize_response(encoded) == original
+
+
+@pytest.mark.parametrize(("response", "needs_sentinel"), ENCODE_CASES)
+def test_encode_resume_agrees_with_langgraphs_map_test(
+    response: dict[str, Any], needs_sentinel: bool
+) -> None:
+    """Our idea of a misreadable dict matches LangGraph's own test for a resume map (drift guard)."""
+    from langgraph.pregel._utils import is_xxh3_128_hexdigest
+
+    assert all(is_xxh3_128_hexdigest(k) for k in response) is needs_sentinel
+    assert not all(is_xxh3_128_hexdigest(k) for k in encode_resume(response))
+
+
+class _Answer(BaseModel):
+    approved: bool
+
+
+NORMALIZE_CASES = [
+    pytest.param({"a": 1, INTERRUPT_ACK_SENTINEL: True}, {"a": 1}, id="dict-with-sentinel"),
+    pytest.param({INTERRUPT_ACK_SENTINEL: True}, {}, id="sentinel-only"),
+    pytest.param({"a": None}, {"a": None}, id="dict"),
+    pytest.param(_Answer(approved=True), {"approved": True}, id="model"),
+    pytest.param(7, {"value": "7"}, id="int"),
+    pytest.param("no", {"value": "no"}, id="str"),
+    pytest.param(None, {"value": "None"}, id="None"),
+]
+
+
+@pytest.mark.parametrize(("value", "expected"), NORMALIZE_CASES)
+def test_normalize_response(value: Any, expected: dict[str, Any]) -> None:
+    """N2: dicts lose the sentinel, models are dumped, anything else becomes {"value": str(v)}."""
+    assert normalize_response(value) == expected
