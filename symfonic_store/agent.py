@@ -5,9 +5,10 @@ the interrupt protocol to read:
 
 .. code-block:: text
 
-    START -> agent --router--> interrupt -> agent
-                   |        \\-> tools --router--> interrupt | agent
-                   \\-> END
+    START ----> agent
+    agent     --router--> interrupt | tools | END
+    tools     --router--> interrupt | agent
+    interrupt ----------> agent
 
 The model is :class:`ScriptedChatModel`, a real ``langchain_core`` chat model whose
 reply depends only on the conversation (no network, no randomness): asked for a refund
