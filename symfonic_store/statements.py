@@ -14,7 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
-from .events import ENDINGS, MINTED, NewEvent, StoredEvent
+from .events import ENDINGS, MINTED, ROUTE_DECIDED, NewEvent, StoredEvent
 from .projection import ThreadState
 from .schema import events, threads
 
@@ -283,3 +283,84 @@ def audit_query(*, thread_id: str | None, actor: str | None) -> sa.Select[Any]:
     if actor is not None:
         query = query.where(ending.c.actor == actor)
     return query
+
+
+def projection_rows_query() -> sa.Select[Any]:
+    """Per thread, in one set-based pass: what the fold of its events leaves behind.
+
+    Columns: ``thread_id``, ``version``, ``events`` (how many), ``last_hash``, ``run_id`` (of the latest ``interrupt.minted`` or
+    ``route.decided`` event carrying one) and, when the latest mint of the thread has
+    no ending after it, that mint's ``data`` and ``occurred_at`` (else NULL): an ending
+    clears the pending marker of the same interrupt id, as in the fold. Only the
+    data of pending mints is read, so a rebuild does not decode every event's JSON.
+    """
+    per_thread = (
+        sa.select(
+            events.c.thread_id.label("thread_id"),
+            sa.func.max(events.c.version).label("version"),
+            sa.func.count().label("events"),
+            sa.func.max(
+                sa.case((events.c.type == MINTED, events.c.version), else_=None)
+            ).label("mint_version"),
+            sa.func.max(
+                sa.case(
+                    (
+                        sa.and_(
+                            events.c.type.in_((MINTED, ROUTE_DECIDED)),
+                            events.c.run_id.is_not(None),
+                        ),
+                        events.c.version,
+                    ),
+                    else_=None,
+                )
+            ).label("run_version"),
+        )
+        .group_by(events.c.thread_id)
+        .subquery("per_thread")
+    )
+    last = events.alias("last_event")
+    run = events.alias("run_event")
+    mint = events.alias("mint_event")
+    ending = events.alias("ending_event")
+    still_open = ~sa.exists().where(
+        ending.c.thread_id == mint.c.thread_id,
+        ending.c.interrupt_id == mint.c.interrupt_id,
+        ending.c.type.in_(ENDINGS),
+        ending.c.version > mint.c.version,
+    )
+    return (
+        sa.select(
+            per_thread.c.thread_id,
+            per_thread.c.version,
+            per_thread.c.events,
+            last.c.hash,
+            run.c.run_id,
+            mint.c.data,
+            mint.c.occurred_at,
+        )
+        .select_from(
+            per_thread.join(
+                last,
+                sa.and_(
+                    last.c.thread_id == per_thread.c.thread_id,
+                    last.c.version == per_thread.c.version,
+                ),
+            )
+            .outerjoin(
+                run,
+                sa.and_(
+                    run.c.thread_id == per_thread.c.thread_id,
+                    run.c.version == per_thread.c.run_version,
+                ),
+            )
+            .outerjoin(
+                mint,
+                sa.and_(
+                    mint.c.thread_id == per_thread.c.thread_id,
+                    mint.c.version == per_thread.c.mint_version,
+                    still_open,
+                ),
+            )
+        )
+        .order_by(per_thread.c.thread_id)
+    )
