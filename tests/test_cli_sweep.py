@@ -1,0 +1,149 @@
+"""``symfonic-store sweep`` as the cron job: two at once, and waking graphs with --graph."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from cli_helpers import assert_clean_error, mint_stale, popen_cli, run_cli, run_json
+from langchain_core.messages import AIMessage, HumanMessage
+
+from symfonic_store import InterruptStore
+
+GRAPH_MODULE = '''\
+"""A deployment's refund agent, as `symfonic-store sweep --graph refund_graph:graph` finds it."""
+import sqlite3
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from symfonic_store import InterruptStore
+from symfonic_store.agent import build_agent_graph
+
+store = InterruptStore({url!r})
+checkpointer = SqliteSaver(sqlite3.connect({checkpoints!r}, check_same_thread=False))
+graph = build_agent_graph(store, checkpointer=checkpointer)
+
+
+class _ModelOffline:
+    """The same threads, but waking them fails."""
+
+    def get_state(self, config):
+        return graph.get_state(config)
+
+    def invoke(self, *args, **kwargs):
+        raise RuntimeError("the model endpoint is offline")
+
+
+broken = _ModelOffline()
+'''
+
+
+def test_two_sweep_processes_expire_every_stale_interrupt_exactly_once(db_url: str) -> None:
+    """Two `sweep` processes started together split the work: each stale interrupt expires once."""
+    store = InterruptStore(db_url)
+    store.setup()
+    stale = {(f"t-{n:03d}", mint_stale(store, f"t-{n:03d}", age=3600)) for n in range(120)}
+    mint_stale(store, "t-fresh", age=1)
+
+    sweeps = [
+        popen_cli("sweep", "--ttl", "60", "--batch-size", "5", "--format", "json", db=db_url)
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=180) for p in sweeps]
+    assert [p.returncode for p in sweeps] == [0, 0], [err for _, err in outputs]
+
+    expired = [e for out, _ in outputs for e in json.loads(out)["expired"]]
+    pairs = [(e["thread_id"], e["interrupt_id"]) for e in expired]
+    assert len(pairs) == len(set(pairs)) == len(stale)
+    assert set(pairs) == stale
+    assert {e["reason"] for e in expired} == {"ttl"}
+
+    endings = [e for e in store.events() if e.type == "interrupt.expired"]
+    assert len(endings) == len(stale)
+    assert [p["thread_id"] for p in store.list_pending()] == ["t-fresh"]
+    store.close()
+
+
+@pytest.fixture
+def refund_graph(db_url: str, tmp_path: Path) -> Iterator[ModuleType]:
+    """The module `refund_graph.py` in tmp_path, also imported here to drive the threads."""
+    path = tmp_path / "refund_graph.py"
+    path.write_text(GRAPH_MODULE.format(url=db_url, checkpoints=str(tmp_path / "checkpoints.db")))
+    name = f"refund_graph_{tmp_path.name}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    module.store.setup()
+    yield module
+    module.store.close()
+    module.checkpointer.conn.close()
+    del sys.modules[name]
+
+
+def _ask_for_refund(module: ModuleType, thread_id: str) -> str:
+    config: Any = {"configurable": {"thread_id": thread_id}}
+    module.graph.invoke({"messages": [HumanMessage("refund $420 to order 1181")]}, config)
+    marker = module.store.pending(thread_id)
+    assert marker is not None
+    return str(marker["interrupt_id"])
+
+
+def _last_reply(module: ModuleType, thread_id: str) -> str:
+    state = module.graph.get_state({"configurable": {"thread_id": thread_id}})
+    replies = [m for m in state.values["messages"] if isinstance(m, AIMessage) and m.content]
+    return str(replies[-1].content)
+
+
+def test_sweep_graph_wakes_only_threads_still_waiting(
+    refund_graph: ModuleType, db_url: str, tmp_path: Path
+) -> None:
+    """--graph MODULE:ATTR resumes each expired, still-waiting thread with the timeout wake-up."""
+    store: InterruptStore = refund_graph.store
+    waiting = _ask_for_refund(refund_graph, "t-waiting")
+    orphan = mint_stale(store, "t-orphan", age=3600)  # no graph is paused on this one
+
+    report = run_json(
+        "sweep", "--ttl", "0", "--graph", "refund_graph:graph", "--format", "json",
+        db=db_url, cwd=tmp_path,
+    )
+    assert sorted((e["thread_id"], e["interrupt_id"]) for e in report["expired"]) == [
+        ("t-orphan", orphan),
+        ("t-waiting", waiting),
+    ]
+    assert report["woken"] == 1 and report["wake_failures"] == []
+
+    assert "timed out" in _last_reply(refund_graph, "t-waiting")
+    assert not refund_graph.graph.get_state({"configurable": {"thread_id": "t-waiting"}}).interrupts
+    (record,) = store.audit(thread_id="t-waiting")
+    assert (record.outcome, record.reason, record.actor) == ("expired", "ttl", None)
+    assert "interrupt.resumed" not in [e.type for e in store.history("t-waiting")]
+
+
+def test_failed_or_impossible_graph_wake_ups(
+    refund_graph: ModuleType, db_url: str, tmp_path: Path
+) -> None:
+    """A failing wake-up exits 1 naming the thread; a graph that cannot be imported exits 2 first."""
+    store: InterruptStore = refund_graph.store
+    kept = mint_stale(store, "t-kept", age=3600)
+    for spec, named in (("no_such_module:graph", "no_such_module"), ("refund_graph:store", "not a compiled")):
+        refused = run_cli("sweep", "--ttl", "0", "--graph", spec, db=db_url, cwd=tmp_path)
+        assert named in assert_clean_error(refused, 2)
+    still = store.pending("t-kept")
+    assert still is not None and still["interrupt_id"] == kept
+
+    _ask_for_refund(refund_graph, "t-offline")
+    failed = run_cli("sweep", "--ttl", "0", "--graph", "refund_graph:broken", db=db_url, cwd=tmp_path)
+    assert failed.returncode == 1
+    assert "Traceback" not in failed.stderr
+    assert "t-offline" in failed.stderr and "the model endpoint is offline" in failed.stderr
+    assert failed.stderr.rstrip().splitlines()[-1].startswith("symfonic-store: error:")
+    assert "sweep expired 2 interrupt(s)" in failed.stdout and "1 wake-up(s) failed" in failed.stdout
+    assert {r.thread_id: r.outcome for r in store.audit()} == {"t-kept": "expired", "t-offline": "expired"}
