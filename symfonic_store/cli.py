@@ -615,10 +615,12 @@ def _progress(label: str) -> Iterator[Callable[[int], None] | None]:
     if not sys.stderr.isatty():
         yield None
         return
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+    # The number of events is not known in advance: the bar pulses and counts.
     with Progress(
         SpinnerColumn(),
+        BarColumn(),
         TextColumn("{task.description}: {task.completed} event(s)"),
         TimeElapsedColumn(),
         console=_console(stderr=True),
