@@ -190,8 +190,8 @@ def _console(stderr: bool = False) -> Console:
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
-    # Piped output is read by grep and people alike: keep rows on one line.
-    width = None if stream.isatty() or os.environ.get("COLUMNS") else 200
+    # Piped output is read by grep: a row stays on one line and no id is cut short.
+    width = None if stream.isatty() or os.environ.get("COLUMNS") else 100_000
     return Console(
         file=stream, width=width, highlight=False, emoji=False, markup=False, soft_wrap=False
     )
