@@ -41,17 +41,28 @@ SQLITE_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 def parse_url(url: str | URL) -> URL:
     """Parse a database URL, failing with an error that never shows the password."""
     if isinstance(url, URL):
-        return url
+        return _password_out_of_query(url)
     if not isinstance(url, str) or not url.strip():
         raise InvalidInputError("database URL", "give a URL such as sqlite:///symfonic_store.db")
     try:
-        return make_url(url.strip())
+        return _password_out_of_query(make_url(url.strip()))
     except Exception:
         raise InvalidInputError(
             "database URL",
             "not a database URL; use sqlite:///path/to/file.db or "
             "postgresql+psycopg://user@host:5432/dbname",
         ) from None
+
+
+def _password_out_of_query(url: URL) -> URL:
+    # libpq also takes the password as a query parameter (`?password=`), which
+    # SQLAlchemy's reprs do not mask: move it to where every repr hides it.
+    password = url.query.get("password")
+    if password is None or url.get_backend_name() != "postgresql":
+        return url
+    if isinstance(password, tuple):
+        password = password[-1]  # as libpq does, the last one wins
+    return url.difference_update_query(["password"]).set(password=password)
 
 
 def safe_url(url: str | URL) -> str:
@@ -188,11 +199,12 @@ def create_asyncio_engine(
 # --- driver errors -----------------------------------------------------------------
 
 _PASSWORD_IN_TEXT = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")
+_PASSWORD_SETTING = re.compile(r"(\b(?:ssl)?password\s*=\s*)('[^']*'|\S+)", re.IGNORECASE)
 
 
 def scrub(text: str) -> str:
-    """Mask anything that looks like a password inside a URL in ``text``."""
-    return _PASSWORD_IN_TEXT.sub(r"\1***@", text)
+    """Mask anything that looks like a password in ``text``: in a URL, or ``password=...``."""
+    return _PASSWORD_SETTING.sub(r"\1***", _PASSWORD_IN_TEXT.sub(r"\1***@", text))
 
 
 def _first_line(exc: BaseException) -> str:
