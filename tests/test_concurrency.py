@@ -8,6 +8,7 @@ markers whose ``minted_at`` is already old, or from a run_id that moved on.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections import Counter
@@ -22,6 +23,7 @@ from symfonic_store import (
     MINTED,
     RESUME_REJECTED,
     RESUMED,
+    AsyncInterruptStore,
     InterruptAlreadyResolvedError,
     InterruptExpiredError,
     InterruptStore,
@@ -149,6 +151,87 @@ def test_eight_racing_resumes_admit_exactly_one(
     assert resumed.actor not in {e.actor for e in rejected}
     assert store.pending("t-race") is None
     assert store.verify().ok
+
+
+def test_racing_resumes_of_a_stale_interrupt_expire_it_once(
+    store: InterruptStore, open_store: Callable[..., InterruptStore]
+) -> None:
+    """Eight resumes racing on a TTL-stale interrupt: all refused, one expiry, eight rejections."""
+    store.mint("t-stale", marker("i-stale", age=HOUR))
+    stores = [open_store(ttl_seconds=60) for _ in range(8)]
+    workers = [
+        (lambda s=s, n=n: s.resume("t-stale", "i-stale", {"approved": True}, actor=f"a-{n}"))
+        for n, s in enumerate(stores)
+    ]
+
+    outcomes = run_together(workers)
+
+    for o in outcomes:
+        assert isinstance(o.error, InterruptExpiredError), repr(o.error or o.value)
+        assert o.error.reason == "ttl"
+    history = assert_gapless(store, "t-stale")
+    expired = [e for e in history if e.type == EXPIRED]
+    assert [(e.data["reason"], e.data["detected_by"]) for e in expired] == [("ttl", "resume")]
+    rejected = [e for e in history if e.type == RESUME_REJECTED]
+    assert len(rejected) == 8
+    assert {e.data["why"] for e in rejected} == {"expired"}
+    assert not any(e.type == RESUMED for e in history)
+    assert store.verify().ok
+
+
+def test_cancel_racing_approvals_gives_one_ending(
+    store: InterruptStore, open_store: Callable[..., InterruptStore]
+) -> None:
+    """Four approvals and four cancellations at once: one wins, the rest are refused."""
+    store.mint("t-tug", marker("i-tug"))
+    approvers = [open_store() for _ in range(4)]
+    cancellers = [open_store() for _ in range(4)]
+    workers: list[Callable[[], Any]] = [
+        (lambda s=s, n=n: s.resume("t-tug", "i-tug", {"approved": True}, actor=f"a-{n}"))
+        for n, s in enumerate(approvers)
+    ]
+    workers += [
+        (lambda s=s, n=n: s.expire("t-tug", "i-tug", actor=f"c-{n}"))
+        for n, s in enumerate(cancellers)
+    ]
+
+    outcomes = run_together(workers)
+
+    history = assert_gapless(store, "t-tug")
+    ends = [e for e in history if e.type in (RESUMED, EXPIRED)]
+    assert len(ends) == 1
+    succeeded = [o for o in outcomes if o.error is None]
+    assert len(succeeded) == 1
+    refusal = InterruptAlreadyResolvedError if ends[0].type == RESUMED else InterruptExpiredError
+    for o in outcomes:
+        if o.error is not None:
+            assert isinstance(o.error, refusal), repr(o.error)
+    if ends[0].type == RESUMED:
+        assert isinstance(succeeded[0].value, Command)
+    else:
+        assert ends[0].data == {"reason": "cancelled", "detected_by": "api"}
+    assert store.pending("t-tug") is None
+    assert store.verify().ok
+
+
+async def test_async_store_racing_resumes_on_one_event_loop(astore: AsyncInterruptStore) -> None:
+    """Eight resumes gathered on one asyncio store (its pooled connections): one command."""
+    await astore.mint("t-async", marker("i-async"))
+
+    answers = await asyncio.gather(
+        *[
+            astore.resume("t-async", "i-async", {"approved": True}, actor=f"a-{n}")
+            for n in range(8)
+        ],
+        return_exceptions=True,
+    )
+
+    assert sum(isinstance(a, Command) for a in answers) == 1
+    assert sum(isinstance(a, InterruptAlreadyResolvedError) for a in answers) == 7
+    history = await astore.history("t-async")
+    assert [e.version for e in history] == list(range(1, 10))
+    assert Counter(e.type for e in history) == {MINTED: 1, RESUMED: 1, RESUME_REJECTED: 7}
+    assert (await astore.verify()).ok
 
 
 # --- racing mints ------------------------------------------------------------------------
