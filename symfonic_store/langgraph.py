@@ -29,6 +29,7 @@ try:
 except ImportError:  # pragma: no cover - a LangGraph that moved it; see _incoming_resume
     _SCRATCHPAD_KEY = "__pregel_scratchpad"
 
+from . import validation
 from .errors import InvalidInputError
 from .protocol import (
     PENDING_KEY,
@@ -93,6 +94,14 @@ def _is_async_store(store: Any) -> bool:
     return isinstance(store, AsyncInterruptStore)
 
 
+def _check_store(store: Any, method: str, what: str) -> None:
+    # Fail where the graph is built, not on the first run with a confusing AttributeError.
+    if not callable(getattr(store, method, None)):
+        raise InvalidInputError(
+            "store", f"{what} needs an InterruptStore or AsyncInterruptStore, got {type(store).__name__}"
+        )
+
+
 def _require_sync(store: Any, what: str) -> None:
     if _is_async_store(store):
         raise TypeError(
@@ -121,6 +130,8 @@ def create_interrupt_node(store: AnyStore | None = None) -> RunnableLambda[Any, 
     sweep sends to an expired interrupt (``{"expired": true, "reason": ...}``) is
     handed to the agent without recording a resume.
     """
+    if store is not None:
+        _check_store(store, "admit_node_resume", "create_interrupt_node")
 
     def node(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         pending: dict[str, Any] = state[PENDING_KEY]
@@ -238,6 +249,8 @@ def make_interrupt_router(
     appends ``route.decided`` with the route, the marker's id, the stale reason and the
     state's ``run_id``. ``ttl_seconds`` defaults to the store's TTL.
     """
+    _check_store(store, "record_router_decision", "make_interrupt_router")
+    ttl_seconds = validation.ttl(ttl_seconds)
 
     def ttl() -> float | None:
         return ttl_seconds if ttl_seconds is not None else store.ttl_seconds

@@ -33,6 +33,8 @@ DEFAULT_URL = "sqlite:///symfonic_store.db"
 UPGRADE_HINT = "run `symfonic-store db upgrade` (or call store.setup())"
 
 SQLITE_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+MAX_BUSY_TIMEOUT = 2_000_000
+"""Seconds; SQLite keeps its busy timeout in milliseconds in a 32-bit int."""
 
 
 # --- URLs --------------------------------------------------------------------------
@@ -41,9 +43,11 @@ SQLITE_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 def parse_url(url: str | URL) -> URL:
     """Parse a database URL, failing with an error that never shows the password."""
     if isinstance(url, URL):
+        _check_url_text(url.render_as_string(hide_password=False))
         return _password_out_of_query(url)
     if not isinstance(url, str) or not url.strip():
         raise InvalidInputError("database URL", "give a URL such as sqlite:///symfonic_store.db")
+    _check_url_text(url)
     try:
         return _password_out_of_query(make_url(url.strip()))
     except Exception:
@@ -63,6 +67,16 @@ def _password_out_of_query(url: URL) -> URL:
     if isinstance(password, tuple):
         password = password[-1]  # as libpq does, the last one wins
     return url.difference_update_query(["password"]).set(password=password)
+
+
+def _check_url_text(text: str) -> None:
+    # Drivers and the file system fail on these with errors of their own; say it here.
+    if "\x00" in text:
+        raise InvalidInputError("database URL", "must not contain NUL characters")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError("database URL", "is not valid Unicode text") from None
 
 
 def safe_url(url: str | URL) -> str:
@@ -104,7 +118,15 @@ def _prepare_sqlite_path(url: URL) -> None:
     # A newcomer's `sqlite:///data/store.db` should just work: create the folder.
     database = url.database
     if database and database != ":memory:" and not database.startswith("file:"):
-        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        folder = Path(database).expanduser().parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except (OSError, ValueError) as exc:
+            raise InvalidInputError(
+                "database URL",
+                f"cannot create the folder {str(folder)!r} for the SQLite file "
+                f"({getattr(exc, 'strerror', None) or exc}); choose a writable path",
+            ) from None
 
 
 # --- engines -----------------------------------------------------------------------
@@ -144,15 +166,17 @@ def _install_sqlite_behaviour(
 
 
 def _check_sqlite_options(synchronous: str, busy_timeout: float) -> tuple[str, int]:
-    mode = str(synchronous).upper()
+    mode = synchronous.upper() if isinstance(synchronous, str) else ""
     if mode not in SQLITE_SYNCHRONOUS:
         raise InvalidInputError("sqlite_synchronous", f"must be one of {SQLITE_SYNCHRONOUS}")
     if (
         isinstance(busy_timeout, bool)
         or not isinstance(busy_timeout, int | float)
-        or not busy_timeout >= 0
+        or not 0 <= busy_timeout <= MAX_BUSY_TIMEOUT
     ):
-        raise InvalidInputError("busy_timeout", "must be a number of seconds >= 0")
+        raise InvalidInputError(
+            "busy_timeout", f"must be a number of seconds from 0 to {MAX_BUSY_TIMEOUT}"
+        )
     return mode, int(busy_timeout * 1000)
 
 

@@ -13,13 +13,16 @@ cannot change how the other routes.
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage
+
+from .errors import InvalidInputError
 
 INTERRUPT_ACK_SENTINEL = "__symfonic_interrupt_ack__"
 """Key carried by ``Command(resume=...)`` when the response would otherwise be misread.
@@ -86,6 +89,10 @@ def interrupt_pending_is_current(
     (P3); with a TTL, a numeric ``minted_at`` older than ``ttl_seconds`` -- strictly --
     is stale (P4); anything else is current (P5).
     """
+    if not isinstance(state, Mapping):
+        raise InvalidInputError("state", f"must be a mapping, got {type(state).__name__}")
+    if ttl_seconds is not None and not isinstance(ttl_seconds, int | float):
+        raise InvalidInputError("ttl_seconds", f"must be a number or None, got {type(ttl_seconds).__name__}")
     pending = state.get(PENDING_KEY)
     if not pending:
         return False
@@ -96,8 +103,13 @@ def interrupt_pending_is_current(
         return False
     if ttl_seconds is not None:
         minted_at = pending.get("minted_at")
-        if isinstance(minted_at, int | float) and time.time() - minted_at > ttl_seconds:
-            return False
+        if isinstance(minted_at, int | float):
+            try:
+                age = time.time() - minted_at
+            except OverflowError:  # an int beyond any float: endlessly old, or young
+                age = -math.inf if minted_at > 0 else math.inf
+            if age > ttl_seconds:
+                return False
     return True
 
 
@@ -110,6 +122,10 @@ def ask_user_pending_is_current(
     out again rather than shared: the elicitation path and the generic interrupt path
     must not be able to break each other.
     """
+    if not isinstance(state, Mapping):
+        raise InvalidInputError("state", f"must be a mapping, got {type(state).__name__}")
+    if ttl_seconds is not None and not isinstance(ttl_seconds, int | float):
+        raise InvalidInputError("ttl_seconds", f"must be a number or None, got {type(ttl_seconds).__name__}")
     elicitation = state.get(ASK_USER_PENDING_KEY)
     if not elicitation:
         return False
@@ -120,8 +136,13 @@ def ask_user_pending_is_current(
         return False
     if ttl_seconds is not None:
         asked_at = elicitation.get("minted_at")
-        if isinstance(asked_at, int | float) and time.time() - asked_at > ttl_seconds:
-            return False
+        if isinstance(asked_at, int | float):
+            try:
+                waited = time.time() - asked_at
+            except OverflowError:  # an int beyond any float: endlessly old, or young
+                waited = -math.inf if asked_at > 0 else math.inf
+            if waited > ttl_seconds:
+                return False
     return True
 
 
@@ -145,7 +166,13 @@ def stale_reason(state: Mapping[str, Any], ttl_seconds: float | None = None) -> 
 
 def tools_condition(state: Mapping[str, Any]) -> Literal["continue", "finish"]:
     """``"continue"`` when the last message is an AI message with tool calls, else ``"finish"``."""
+    if not isinstance(state, Mapping):
+        raise InvalidInputError("state", f"must be a mapping, got {type(state).__name__}")
     messages = state.get("messages") or []
+    if not isinstance(messages, Sequence):
+        raise InvalidInputError(
+            "state.messages", f"must be a list of messages, got {type(messages).__name__}"
+        )
     if messages:
         last = messages[-1]
         if isinstance(last, AIMessage) and last.tool_calls:

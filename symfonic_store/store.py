@@ -116,10 +116,22 @@ def _response_dict(value: Any) -> dict[str, Any]:
         return {}
     if not isinstance(value, dict) and hasattr(value, "model_dump"):
         try:
-            value = value.model_dump(mode="json")
-        except TypeError:
-            value = value.model_dump()
-    return normalize_response(value)
+            try:
+                value = value.model_dump(mode="json")
+            except TypeError:
+                value = value.model_dump()
+        except Exception as exc:
+            raise InvalidInputError(
+                "response", f"model_dump() failed ({type(exc).__name__}: {exc})"
+            ) from None
+    try:
+        return normalize_response(value)
+    except RecursionError:
+        raise InvalidInputError("response", "is nested too deeply to record") from None
+    except Exception as exc:  # N2 turns anything else into str(value), which may raise
+        raise InvalidInputError(
+            "response", f"cannot be turned into text ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 def _state_of(thread: ThreadState | None) -> dict[str, Any]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import UTC, datetime
+import reprlib
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .errors import InvalidInputError, InvalidMarkerError, PayloadTooLargeError
@@ -13,6 +14,20 @@ from .protocol import MARKER_KEYS, PENDING_KEY, ROUTES
 
 MAX_ID_LENGTH = 255
 DEFAULT_MAX_PAYLOAD_BYTES = 1_048_576
+MAX_SQL_INT = 2**63 - 1
+"""The largest whole number the database compares (SQL BIGINT): positions and limits."""
+MAX_JSON_DEPTH = 100
+"""How deeply a payload or response may nest; deeper values are refused, not stored."""
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 80
+_REPR.maxlevel = 3
+
+
+def shown(value: Any) -> str:
+    """A short, safe repr for messages: a 1 MB string or a 10,000-deep list stays short."""
+    return _REPR.repr(value)
 
 
 def text_id(value: Any, field: str, *, optional: bool = False) -> str | None:
@@ -60,27 +75,54 @@ def ttl(value: Any, field: str = "ttl_seconds") -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidInputError(field, f"must be a number of seconds, got {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise InvalidInputError(field, f"must be a finite number of seconds >= 0, got {value!r}")
+        raise InvalidInputError(field, f"must be a number of seconds, got {shown(value)}")
+    if not is_finite_number(value) or value < 0:
+        raise InvalidInputError(field, f"must be a finite number of seconds >= 0, got {shown(value)}")
     return value
+
+
+def is_finite_number(value: int | float) -> bool:
+    """Finite, and (for an int) small enough to become a float: 10**400 is not."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def positive_int(value: Any, field: str, *, optional: bool = False) -> int | None:
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidInputError(field, f"must be a whole number >= 1, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SQL_INT:
+        raise InvalidInputError(
+            field, f"must be a whole number from 1 to {MAX_SQL_INT}, got {shown(value)}"
+        )
     return value
 
 
 def non_negative_int(value: Any, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidInputError(field, f"must be a whole number >= 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SQL_INT:
+        raise InvalidInputError(
+            field, f"must be a whole number from 0 to {MAX_SQL_INT}, got {shown(value)}"
+        )
     return value
 
 
-def json_value(value: Any, field: str, *, max_bytes: int | None) -> Any:
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """Does JSON ``value`` nest deeper than ``limit`` containers? (iterative: no recursion)"""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def json_value(
+    value: Any, field: str, *, max_bytes: int | None, max_depth: int = MAX_JSON_DEPTH
+) -> Any:
     """The value as it will read back from the database: plain JSON, within the size limit."""
     try:
         text = json.dumps(value, allow_nan=False, ensure_ascii=False)
@@ -98,7 +140,11 @@ def json_value(value: Any, field: str, *, max_bytes: int | None) -> Any:
             f"is {len(encoded)} bytes as JSON; the store's limit is {max_bytes} "
             "(raise max_payload_bytes if this is intended)",
         )
-    return json.loads(text)
+    loaded = json.loads(text)
+    # Copies, hashes and projections of a stored value recurse; a bound keeps them safe.
+    if _depth_exceeds(loaded, max_depth):
+        raise InvalidInputError(field, f"is nested more than {max_depth} levels deep; flatten it")
+    return loaded
 
 
 def marker(value: Any, *, max_bytes: int | None) -> dict[str, Any]:
@@ -130,7 +176,7 @@ def marker(value: Any, *, max_bytes: int | None) -> dict[str, Any]:
     except InvalidInputError as exc:
         raise InvalidMarkerError(exc.field, exc.problem) from None
     minted_at = value.get("minted_at")
-    if isinstance(minted_at, float) and not math.isfinite(minted_at):
+    if isinstance(minted_at, int | float) and not is_finite_number(minted_at):
         raise InvalidMarkerError("marker.minted_at", "must be a finite number")
     shaped = {
         "name": name,
@@ -141,27 +187,27 @@ def marker(value: Any, *, max_bytes: int | None) -> dict[str, Any]:
         "minted_at": minted_at,
     }
     shaped["payload"] = json_value(shaped["payload"], "marker.payload", max_bytes=max_bytes)
-    shaped = json_value(shaped, "marker", max_bytes=None)
+    shaped = json_value(shaped, "marker", max_bytes=None, max_depth=MAX_JSON_DEPTH + 1)
     assert list(shaped) == list(MARKER_KEYS)
     return dict(shaped)
 
 
 def route(value: Any) -> str:
     if value not in ROUTES:
-        raise InvalidInputError("route", f"must be one of {', '.join(ROUTES)}; got {value!r}")
+        raise InvalidInputError("route", f"must be one of {', '.join(ROUTES)}; got {shown(value)}")
     return str(value)
 
 
 def route_reason(value: Any) -> str | None:
     if value not in (None, "ttl", "run_id"):
-        raise InvalidInputError("reason", f"must be None, 'ttl' or 'run_id'; got {value!r}")
+        raise InvalidInputError("reason", f"must be None, 'ttl' or 'run_id'; got {shown(value)}")
     return value  # type: ignore[no-any-return]
 
 
 def expiry_reason(value: Any) -> str:
     if value not in EXPIRY_REASONS:
         raise InvalidInputError(
-            "reason", f"must be one of {', '.join(EXPIRY_REASONS)}; got {value!r}"
+            "reason", f"must be one of {', '.join(EXPIRY_REASONS)}; got {shown(value)}"
         )
     return str(value)
 
@@ -171,9 +217,19 @@ def as_of(value: Any, field: str = "until") -> int | datetime | None:
     if value is None:
         return None
     if isinstance(value, datetime):
-        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidInputError(field, f"must be an event position (int >= 0) or a datetime; got {value!r}")
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        try:
+            return value.astimezone(UTC)
+        except OverflowError:
+            # Beyond year 1..9999 once in UTC: the bound is before or after everything.
+            offset = value.utcoffset()
+            later = offset is not None and offset < timedelta(0)
+            return (datetime.max if later else datetime.min).replace(tzinfo=UTC)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SQL_INT:
+        raise InvalidInputError(
+            field, f"must be an event position (0 to {MAX_SQL_INT}) or a datetime; got {shown(value)}"
+        )
     return value
 
 
@@ -186,8 +242,8 @@ def moment(value: Any, field: str) -> datetime | None:
             value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
         except ValueError:
             raise InvalidInputError(
-                field, f"is not an ISO 8601 date or time (e.g. 2026-11-29T12:00:00Z): {value!r}"
+                field, f"is not an ISO 8601 date or time (e.g. 2026-11-29T12:00:00Z): {shown(value)}"
             ) from None
     if not isinstance(value, datetime):
-        raise InvalidInputError(field, f"must be a datetime or an ISO 8601 string; got {value!r}")
+        raise InvalidInputError(field, f"must be a datetime or an ISO 8601 string; got {shown(value)}")
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
