@@ -29,7 +29,7 @@ def test_readme_python_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     for block in python_blocks():
         if "db.internal" in block:  # needs a PostgreSQL host of the reader's
             continue
-        exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - our own README
+        exec(compile(block, str(README), "exec"), namespace)
         ran += 1
     assert ran >= 3
     out = capsys.readouterr().out
