@@ -72,11 +72,19 @@ def thread_row(state: ThreadState) -> dict[str, Any]:
 # --- the thread projection ----------------------------------------------------------
 
 
+# The statements of the append path are built once, with bound parameters, so each
+# call reuses SQLAlchemy's compiled form instead of building and hashing a new query.
+_LOAD_THREAD = sa.select(*THREAD_COLUMNS).where(threads.c.thread_id == sa.bindparam("t"))
+_LOAD_THREAD_FOR_UPDATE = _LOAD_THREAD.with_for_update()
+
+
 def load_thread(conn: Connection, thread_id: str, *, for_update: bool) -> ThreadState | None:
-    query = sa.select(*THREAD_COLUMNS).where(threads.c.thread_id == thread_id)
-    if for_update and conn.dialect.name == "postgresql":
-        query = query.with_for_update()
-    row = conn.execute(query).first()
+    query = (
+        _LOAD_THREAD_FOR_UPDATE
+        if for_update and conn.dialect.name == "postgresql"
+        else _LOAD_THREAD
+    )
+    row = conn.execute(query, {"t": thread_id}).first()
     return None if row is None else to_thread(row)
 
 
@@ -183,26 +191,28 @@ def insert_events(conn: Connection, new_events: Sequence[NewEvent]) -> None:
         conn.execute(_INSERT_EVENT, [e.row() for e in new_events])
 
 
+_INTERRUPT_EVENTS = (
+    sa.select(*EVENT_COLUMNS)
+    .where(events.c.thread_id == sa.bindparam("t"))
+    .where(events.c.interrupt_id == sa.bindparam("i"))
+    .where(events.c.type.in_((MINTED, *ENDINGS)))
+    .order_by(events.c.version)
+)
+_WAS_MINTED = (
+    sa.select(events.c.position)
+    .where(events.c.thread_id == sa.bindparam("t"))
+    .where(events.c.interrupt_id == sa.bindparam("i"))
+    .where(events.c.type == MINTED)
+)
+
+
 def interrupt_events(conn: Connection, thread_id: str, interrupt_id: str) -> list[StoredEvent]:
     """The mint and the ending (if any) of one interrupt."""
-    query = (
-        sa.select(*EVENT_COLUMNS)
-        .where(events.c.thread_id == thread_id)
-        .where(events.c.interrupt_id == interrupt_id)
-        .where(events.c.type.in_((MINTED, *ENDINGS)))
-        .order_by(events.c.version)
-    )
-    return [to_event(r) for r in conn.execute(query)]
+    return [to_event(r) for r in conn.execute(_INTERRUPT_EVENTS, {"t": thread_id, "i": interrupt_id})]
 
 
 def was_minted(conn: Connection, thread_id: str, interrupt_id: str) -> bool:
-    query = (
-        sa.select(events.c.position)
-        .where(events.c.thread_id == thread_id)
-        .where(events.c.interrupt_id == interrupt_id)
-        .where(events.c.type == MINTED)
-    )
-    return conn.execute(query).first() is not None
+    return conn.execute(_WAS_MINTED, {"t": thread_id, "i": interrupt_id}).first() is not None
 
 
 def thread_events_query(
