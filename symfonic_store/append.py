@@ -57,6 +57,11 @@ class ThreadWriter:
     def thread_id(self) -> str:
         return self.state.thread_id
 
+    @property
+    def existed(self) -> bool:
+        """Did the thread have events (a projection row) when the writer was opened?"""
+        return self._existed
+
     def append(
         self,
         type: str,

@@ -21,7 +21,7 @@ from .errors import (
     UnknownInterruptError,
 )
 from .events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED, ROUTE_DECIDED, StoredEvent
-from .protocol import expired_resume_value, stale_reason
+from .protocol import PENDING_KEY, expired_resume_value, stale_reason
 from .statements import interrupt_events, was_minted
 
 ApproverPolicy = Callable[[str, dict[str, Any], str | None], bool]
@@ -56,7 +56,8 @@ def mint_into(w: ThreadWriter, marker: dict[str, Any], actor: str | None) -> boo
     interrupt_id = marker["interrupt_id"]
     if w.state.pending_interrupt_id == interrupt_id:
         return False
-    if was_minted(w.conn, w.thread_id, interrupt_id):
+    # A thread with no projection row has no events (I6), so nothing to look up.
+    if w.existed and was_minted(w.conn, w.thread_id, interrupt_id):
         return False
     previous = w.state.pending_interrupt_id
     if previous is not None:
@@ -179,10 +180,13 @@ def resume(
     interrupt is handed to the agent; neither records anything.
     """
     w = ThreadWriter(conn, thread_id)
+    where = f"interrupt {interrupt_id!r} on thread {thread_id!r}"
+    if w.state.pending_interrupt_id == interrupt_id:
+        # The projection says it is minted and has no ending (I6): no need to look.
+        return _admit_pending(w, rules, interrupt_id, response, actor, where)
     history = interrupt_events(conn, thread_id, interrupt_id)
     minted = next((e for e in history if e.type == MINTED), None)
     ending = next((e for e in history if e.type != MINTED), None)
-    where = f"interrupt {interrupt_id!r} on thread {thread_id!r}"
 
     if minted is None:
         return _refuse(
@@ -218,8 +222,22 @@ def resume(
             ),
         )
 
-    # Still pending: is it stale by the store's TTL or the thread's run_id?
-    reason = stale_reason(w.state.as_state(), rules.ttl_seconds)
+    return _admit_pending(w, rules, interrupt_id, response, actor, where)
+
+
+def _admit_pending(
+    w: ThreadWriter,
+    rules: Rules,
+    interrupt_id: str,
+    response: dict[str, Any],
+    actor: str | None,
+    where: str,
+) -> dict[str, Any] | Refusal:
+    """Admit an answer to a minted interrupt without an ending, unless stale or refused."""
+    thread_id = w.thread_id
+    # Still pending: is it stale by the store's TTL or the thread's run_id? (A read-only
+    # view of the state: no copy of the marker needed.)
+    reason = stale_reason({PENDING_KEY: w.state.pending, "run_id": w.state.run_id}, rules.ttl_seconds)
     if reason is not None:
         w.append(EXPIRED, interrupt_id=interrupt_id, data={"reason": reason, "detected_by": "resume"})
         return _refuse(
@@ -241,7 +259,7 @@ def resume(
             ),
         )
     w.append(RESUMED, interrupt_id=interrupt_id, actor=actor, data={"response": response})
-    flush(conn, [w])
+    flush(w.conn, [w])
     return response
 
 
