@@ -113,7 +113,7 @@ def check(url: str, expected: int) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     args = parser(__doc__.splitlines()[0]).parse_args(argv)
-    cycles = 100 if args.quick else 1000
+    cycles = 25 if args.quick else 200
     expected = PROCESSES * cycles * 2
     say(f"[8] PostgreSQL: {PROCESSES} processes x {cycles} mint+resume cycles "
         f"({expected:,} events, one transaction each)")
