@@ -47,11 +47,14 @@ def table(results: list[dict[str, object]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Run the symfonic-store benchmarks.")
-    p.add_argument("names", nargs="*", choices=list(BENCHMARKS), help="which (default: all)")
+    p.add_argument("names", nargs="*", help=f"which (default: all): {', '.join(BENCHMARKS)}")
     p.add_argument("--quick", action="store_true", help="small sizes, for a smoke check")
     p.add_argument("--markdown", type=Path, help="also write the results table to this file")
     args = p.parse_args(argv)
     names = args.names or list(BENCHMARKS)
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        p.error(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="symfonic-bench-") as tmp:
         results_path = Path(tmp) / "results.jsonl"
