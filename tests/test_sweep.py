@@ -62,10 +62,10 @@ def mint(
     return dict(update["_interrupt_pending"])
 
 
-def expiries(store: InterruptStore, thread_id: str) -> list[dict[str, Any]]:
-    """The ``data`` of the thread's ``interrupt.expired`` events, with their interrupt id."""
+def expiries(store: InterruptStore, thread_id: str) -> list[tuple[str | None, str, str]]:
+    """``(interrupt_id, reason, detected_by)`` of each of the thread's expiry events."""
     return [
-        {"interrupt_id": e.interrupt_id, **e.data}
+        (e.interrupt_id, e.data["reason"], e.data["detected_by"])
         for e in store.history(thread_id)
         if e.type == EXPIRED
     ]
@@ -91,9 +91,7 @@ def test_sweep_expires_strictly_past_the_ttl(
     past_ttl = store.sweep(ttl_seconds=60)
     assert past_ttl.expired == [("t-1", "i-1", "ttl")]
     assert all(isinstance(part, str) for entry in past_ttl.expired for part in entry)
-    assert expiries(store, "t-1") == [
-        {"interrupt_id": "i-1", "reason": "ttl", "detected_by": "sweep"}
-    ]
+    assert expiries(store, "t-1") == [("i-1", "ttl", "sweep")]
     assert store.pending("t-1") is None
     assert store.list_pending() == []
 
@@ -163,9 +161,7 @@ def test_sweep_expires_a_run_that_moved_on_even_without_a_ttl(
     report = store.sweep()
 
     assert report.expired == [("t-moved", "i-moved", "run_id")]
-    assert expiries(store, "t-moved") == [
-        {"interrupt_id": "i-moved", "reason": "run_id", "detected_by": "sweep"}
-    ]
+    assert expiries(store, "t-moved") == [("i-moved", "run_id", "sweep")]
     # Same run, or a marker without a run_id: still current (P3).
     assert store.is_current("t-same")
     assert store.is_current("t-none")
@@ -182,7 +178,7 @@ def test_run_id_reason_wins_when_the_ttl_has_also_passed(
     report = store.sweep(ttl_seconds=60)
 
     assert report.expired == [("t-1", "i-1", "run_id")]
-    assert [e["reason"] for e in expiries(store, "t-1")] == ["run_id"]
+    assert expiries(store, "t-1") == [("i-1", "run_id", "sweep")]
 
 
 # --- markers the TTL does not apply to -------------------------------------------------
@@ -336,7 +332,7 @@ def test_raising_on_expired_is_recorded_and_the_sweep_goes_on(
     assert (thread_id, interrupt_id) == ("t-1", "i-1")
     assert "graph unreachable" in error
     # The failed wake-up does not undo the expiry.
-    assert expiries(store, "t-1") == [{"interrupt_id": "i-1", "reason": "ttl", "detected_by": "sweep"}]
+    assert expiries(store, "t-1") == [("i-1", "ttl", "sweep")]
     assert store.list_pending() == []
 
 
@@ -358,11 +354,7 @@ def test_superseded_interrupt_is_not_swept_again(
     report = store.sweep(ttl_seconds=60)
 
     assert report.expired == [("t-1", "i-new", "ttl")]
-    assert expiries(store, "t-1") == [
-        {"interrupt_id": "i-old", "reason": "superseded", "detected_by": "mint",
-         "superseded_by": "i-new"},
-        {"interrupt_id": "i-new", "reason": "ttl", "detected_by": "sweep"},
-    ]
+    assert expiries(store, "t-1") == [("i-old", "superseded", "mint"), ("i-new", "ttl", "sweep")]
     types = [e.type for e in store.history("t-1")]
     assert types == [MINTED, EXPIRED, MINTED, EXPIRED]
 
@@ -412,4 +404,4 @@ async def test_async_sweep_expires_and_awaits_its_callback(astore: AsyncInterrup
     assert (await astore.sweep(ttl_seconds=60)).expired == []
     history = await astore.history("t-0")
     assert [e.type for e in history] == [MINTED, EXPIRED]
-    assert history[-1].data == {"reason": "ttl", "detected_by": "sweep"}
+    assert (history[-1].data["reason"], history[-1].data["detected_by"]) == ("ttl", "sweep")
