@@ -196,17 +196,17 @@ def interrupt_condition(state: Mapping[str, Any], ttl_seconds: float | None = No
 # --- the resume value -------------------------------------------------------------
 
 
-def normalize_response(value: Any) -> dict[str, Any]:
-    """Turn a resume value into the response dict the agent sees (rule N2).
+def normalize_response(value: Any) -> Any:
+    """Turn a resume value into the response the agent sees (rule N2).
 
-    A dict loses the ack sentinel; an object with ``model_dump()`` becomes its dump;
-    anything else becomes ``{"value": str(value)}``.
+    A dict loses the ack sentinel; an object with ``model_dump()`` becomes its dump,
+    as is (a dict for an ordinary model); anything else becomes
+    ``{"value": str(value)}``.
     """
     if isinstance(value, dict):
         return {k: v for k, v in value.items() if k != INTERRUPT_ACK_SENTINEL}
     if hasattr(value, "model_dump"):
-        dumped = value.model_dump()
-        return dict(dumped) if isinstance(dumped, dict) else {"value": str(dumped)}
+        return value.model_dump()
     return {"value": str(value)}
 
 
@@ -228,7 +228,7 @@ def expired_resume_value(reason: str) -> dict[str, Any]:
     return {"expired": True, "reason": reason}
 
 
-def response_updates(pending: Mapping[str, Any], response: dict[str, Any]) -> dict[str, Any]:
+def response_updates(pending: Mapping[str, Any], response: Any) -> dict[str, Any]:
     """The state update the interrupt node returns once answered (rules N3, N4).
 
     The marker is always cleared. A tool-originated interrupt answers its tool call with

@@ -125,7 +125,10 @@ def _response_dict(value: Any) -> dict[str, Any]:
                 "response", f"model_dump() failed ({type(exc).__name__}: {exc})"
             ) from None
     try:
-        return normalize_response(value)
+        response = normalize_response(value)
+        # The store records and sends a dict: a model that dumps to something else
+        # (a RootModel of a list, say) travels as {"value": ...} like any scalar.
+        return response if isinstance(response, dict) else {"value": str(response)}
     except RecursionError:
         raise InvalidInputError("response", "is nested too deeply to record") from None
     except Exception as exc:  # N2 turns anything else into str(value), which may raise

@@ -471,3 +471,12 @@ NORMALIZE_CASES = [
 def test_normalize_response(value: Any, expected: dict[str, Any]) -> None:
     """N2: dicts lose the sentinel, models are dumped, anything else becomes {"value": str(v)}."""
     assert normalize_response(value) == expected
+
+
+def test_a_model_whose_dump_is_not_a_dict_is_passed_through_as_the_seed_does() -> None:
+    """N2: an object with model_dump() becomes its dump as is, even a RootModel's list."""
+    from pydantic import RootModel
+
+    from symfonic_store.protocol import normalize_response
+
+    assert normalize_response(RootModel[list[int]]([1, 2])) == [1, 2]

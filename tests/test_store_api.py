@@ -534,3 +534,16 @@ def test_the_event_table_is_readable_with_plain_sql(store: InterruptStore) -> No
         ("t-1", 1, MINTED, "bot"),
         ("t-1", 2, RESUMED, "alice"),
     ]
+
+
+def test_resume_with_a_model_that_dumps_to_a_list_sends_and_records_a_dict(store) -> None:
+    """The store always records a dict: a RootModel's list travels as {"value": str(...)}."""
+    from pydantic import RootModel
+
+    from symfonic_store import build_interrupt_marker
+
+    marker = build_interrupt_marker(name="choose", interrupt_id="i-000000000001", payload={})
+    store.mint("t-root", marker)
+    command = store.resume("t-root", "i-000000000001", RootModel[list[int]]([1, 2]), actor="ann")
+    assert command.resume == {"value": "[1, 2]"}
+    assert store.history("t-root")[-1].data["response"] == {"value": "[1, 2]"}
