@@ -99,7 +99,14 @@ class Session:
 
         url = url or self.url()
         self.remember_password(url)
-        store = InterruptStore(url, ttl_seconds=self.ttl if ttl_seconds is None else ttl_seconds)
+        try:
+            store = InterruptStore(url, ttl_seconds=self.ttl if ttl_seconds is None else ttl_seconds)
+        except ImportError as exc:
+            raise InvalidInputError(
+                "database URL",
+                f"its driver is not installed ({exc}); for PostgreSQL: "
+                "pip install 'symfonic-store[postgres]'",
+            ) from None
         try:
             yield store
         finally:
