@@ -159,10 +159,20 @@ def _install_sqlite_behaviour(
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
-        if connection.get_execution_options().get("symfonic_write"):
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
-        else:
-            connection.exec_driver_sql("BEGIN")
+        # Straight on the driver's cursor: this runs once per transaction, and going
+        # through exec_driver_sql costs as much as the BEGIN itself.
+        sql = "BEGIN IMMEDIATE" if connection.get_execution_options().get("symfonic_write") else "BEGIN"
+        dbapi_connection = connection.connection.dbapi_connection
+        assert dbapi_connection is not None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(sql)
+        except connection.dialect.loaded_dbapi.Error as exc:
+            raise sa.exc.DBAPIError.instance(
+                sql, (), exc, connection.dialect.loaded_dbapi.Error, dialect=connection.dialect
+            ) from exc
+        finally:
+            cursor.close()
 
 
 def _check_sqlite_options(synchronous: str, busy_timeout: float) -> tuple[str, int]:

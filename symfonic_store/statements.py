@@ -7,12 +7,14 @@ around it. All values are bound parameters.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Row
+from sqlalchemy.engine import Connection, Dialect, Row
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from .events import ENDINGS, MINTED, ROUTE_DECIDED, NewEvent, StoredEvent
 from .projection import ThreadState
@@ -45,6 +47,18 @@ THREAD_COLUMNS = (
 )
 
 
+THREAD_ROW_KEYS = (
+    "thread_id", "version", "last_hash", "run_id", "pending", "pending_interrupt_id",
+    "pending_run_id", "pending_minted_at", "pending_since",
+)
+"""The keys of :func:`thread_row`, the columns the projection INSERT binds."""
+EVENT_ROW_KEYS = (
+    "thread_id", "version", "type", "interrupt_id", "run_id", "actor", "data",
+    "occurred_at", "hash",
+)
+"""The keys of ``NewEvent.row()``, the columns the event INSERT binds."""
+
+
 def to_event(row: Row[Any] | Sequence[Any]) -> StoredEvent:
     return StoredEvent(*row)
 
@@ -69,6 +83,118 @@ def thread_row(state: ThreadState) -> dict[str, Any]:
     }
 
 
+# --- the hot statements, executed on the driver's cursor ---------------------------
+#
+# On SQLite the append path and the projection lookups are run on the DBAPI cursor:
+# each Core statement below is compiled ONCE per dialect into the driver's SQL string,
+# its parameter order and the bind/result processors of its column types (the JSON
+# encoding and the UTC datetime conversion are those of the schema's types), so a call
+# costs a tuple and a ``cursor.execute`` instead of SQLAlchemy's per-execution work.
+# The SQL itself stays the Core statement: there is no second copy of it. Other
+# dialects (PostgreSQL) run the same statements through ``Connection.execute``.
+
+FAST_DIALECTS = frozenset({"sqlite"})
+
+Processor = Callable[[Any], Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A Core statement compiled for one dialect, ready for the driver's cursor."""
+
+    sql: str
+    binds: tuple[tuple[str, Any, Processor], ...]
+    """``(name, default value, bind processor)`` in the driver's parameter order."""
+    processed: tuple[tuple[int, Callable[[Any], Any]], ...]
+    """``(column index, result processor)`` for the columns whose type converts values."""
+
+
+_PREPARED: dict[tuple[int, str, str], Prepared] = {}
+
+
+def prepare(stmt: sa.ClauseElement, dialect: Dialect, column_keys: Sequence[str] | None = None) -> Prepared:
+    """Compile ``stmt`` for ``dialect`` once (statements are module constants)."""
+    key = (id(stmt), dialect.name, dialect.driver)
+    prepared = _PREPARED.get(key)
+    if prepared is not None:
+        return prepared
+    compiled = cast(
+        SQLCompiler,
+        stmt.compile(
+            dialect=dialect, column_keys=list(column_keys) if column_keys is not None else None
+        ),
+    )
+    assert compiled.positiontup is not None, "the fast path needs a positional paramstyle"
+    binds = []
+    for name in compiled.positiontup:
+        bind = compiled.binds[name]
+        processor = bind.type.dialect_impl(dialect).bind_processor(dialect)
+        binds.append((name, bind.value, processor))
+    results: list[Processor] = []
+    if isinstance(stmt, sa.Select):
+        results = [
+            c.type.dialect_impl(dialect).result_processor(dialect, None)
+            for c in stmt.selected_columns
+        ]
+    processed = tuple((i, p) for i, p in enumerate(results) if p is not None)
+    prepared = Prepared(compiled.string, tuple(binds), processed)
+    _PREPARED[key] = prepared
+    return prepared
+
+
+def _args(prepared: Prepared, params: Mapping[str, Any]) -> tuple[Any, ...]:
+    out = []
+    for name, default, processor in prepared.binds:
+        value = params.get(name, default)
+        out.append(value if processor is None else processor(value))
+    return tuple(out)
+
+
+def _driver_error(conn: Connection, prepared: Prepared, args: Any, exc: Exception) -> Exception:
+    dbapi = conn.dialect.loaded_dbapi
+    return sa.exc.DBAPIError.instance(
+        prepared.sql, args, exc, dbapi.Error, dialect=conn.dialect
+    )
+
+
+def fast_fetch(conn: Connection, prepared: Prepared, params: Mapping[str, Any]) -> list[Sequence[Any]]:
+    """Run a prepared SELECT on the driver's cursor; rows with the types' processing."""
+    args = _args(prepared, params)
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(prepared.sql, args)
+        raw = cursor.fetchall()
+    except conn.dialect.loaded_dbapi.Error as exc:
+        raise _driver_error(conn, prepared, args, exc) from exc
+    finally:
+        cursor.close()
+    processed = prepared.processed
+    if not processed:
+        return list(raw)
+    rows: list[Sequence[Any]] = []
+    for row in raw:
+        values = list(row)
+        for i, processor in processed:
+            values[i] = processor(values[i])
+        rows.append(values)
+    return rows
+
+
+def fast_write(conn: Connection, prepared: Prepared, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Run a prepared INSERT/UPDATE on the driver's cursor, once per row (executemany)."""
+    many = [_args(prepared, row) for row in rows]
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        if len(many) == 1:
+            cursor.execute(prepared.sql, many[0])
+        else:
+            cursor.executemany(prepared.sql, many)
+    except conn.dialect.loaded_dbapi.Error as exc:
+        raise _driver_error(conn, prepared, many, exc) from exc
+    finally:
+        cursor.close()
+
+
 # --- the thread projection ----------------------------------------------------------
 
 
@@ -79,6 +205,9 @@ _LOAD_THREAD_FOR_UPDATE = _LOAD_THREAD.with_for_update()
 
 
 def load_thread(conn: Connection, thread_id: str, *, for_update: bool) -> ThreadState | None:
+    if conn.dialect.name in FAST_DIALECTS:
+        rows = fast_fetch(conn, prepare(_LOAD_THREAD, conn.dialect), {"t": thread_id})
+        return to_thread(rows[0]) if rows else None
     query = (
         _LOAD_THREAD_FOR_UPDATE
         if for_update and conn.dialect.name == "postgresql"
@@ -107,7 +236,11 @@ _UPDATE_THREAD = (
 
 def insert_threads(conn: Connection, states: Iterable[ThreadState]) -> None:
     rows = [thread_row(s) for s in states]
-    if rows:
+    if not rows:
+        return
+    if conn.dialect.name in FAST_DIALECTS:
+        fast_write(conn, prepare(_INSERT_THREAD, conn.dialect, THREAD_ROW_KEYS), rows)
+    else:
         conn.execute(_INSERT_THREAD, rows)
 
 
@@ -117,7 +250,11 @@ def update_threads(conn: Connection, states: Iterable[ThreadState]) -> None:
         row = thread_row(state)
         row["b_thread_id"] = row.pop("thread_id")
         rows.append(row)
-    if rows:
+    if not rows:
+        return
+    if conn.dialect.name in FAST_DIALECTS:
+        fast_write(conn, prepare(_UPDATE_THREAD, conn.dialect), rows)
+    else:
         conn.execute(_UPDATE_THREAD, rows)
 
 
@@ -187,15 +324,21 @@ def lock_positions(conn: Connection) -> None:
 
 
 def insert_events(conn: Connection, new_events: Sequence[NewEvent]) -> None:
-    if new_events:
-        conn.execute(_INSERT_EVENT, [e.row() for e in new_events])
+    if not new_events:
+        return
+    rows = [e.row() for e in new_events]
+    if conn.dialect.name in FAST_DIALECTS:
+        fast_write(conn, prepare(_INSERT_EVENT, conn.dialect, EVENT_ROW_KEYS), rows)
+    else:
+        conn.execute(_INSERT_EVENT, rows)
 
 
 _INTERRUPT_EVENTS = (
     sa.select(*EVENT_COLUMNS)
     .where(events.c.thread_id == sa.bindparam("t"))
     .where(events.c.interrupt_id == sa.bindparam("i"))
-    .where(events.c.type.in_((MINTED, *ENDINGS)))
+    # Spelled as ORs of plain binds (not IN) so the statement compiles to fixed SQL.
+    .where(sa.or_(*(events.c.type == t for t in (MINTED, *ENDINGS))))
     .order_by(events.c.version)
 )
 _WAS_MINTED = (
@@ -208,10 +351,16 @@ _WAS_MINTED = (
 
 def interrupt_events(conn: Connection, thread_id: str, interrupt_id: str) -> list[StoredEvent]:
     """The mint and the ending (if any) of one interrupt."""
+    params = {"t": thread_id, "i": interrupt_id}
+    if conn.dialect.name in FAST_DIALECTS:
+        return [to_event(r) for r in fast_fetch(conn, prepare(_INTERRUPT_EVENTS, conn.dialect), params)]
     return [to_event(r) for r in conn.execute(_INTERRUPT_EVENTS, {"t": thread_id, "i": interrupt_id})]
 
 
 def was_minted(conn: Connection, thread_id: str, interrupt_id: str) -> bool:
+    if conn.dialect.name in FAST_DIALECTS:
+        params = {"t": thread_id, "i": interrupt_id}
+        return bool(fast_fetch(conn, prepare(_WAS_MINTED, conn.dialect), params))
     return conn.execute(_WAS_MINTED, {"t": thread_id, "i": interrupt_id}).first() is not None
 
 
