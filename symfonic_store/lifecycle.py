@@ -71,6 +71,12 @@ def mint_into(w: ThreadWriter, marker: dict[str, Any], actor: str | None) -> boo
     return True
 
 
+def mint_settled(conn: Connection, thread_id: str, interrupt_id: str) -> tuple[bool, bool]:
+    """Read-only: ``(True, False)`` when the mint is already recorded, so :func:`mint`
+    would write nothing (a recorded mint stays recorded: the log is append-only)."""
+    return was_minted(conn, thread_id, interrupt_id), False
+
+
 def mint(conn: Connection, thread_id: str, marker: dict[str, Any], actor: str | None) -> bool:
     w = ThreadWriter(conn, thread_id)
     minted = mint_into(w, marker, actor)
@@ -223,6 +229,24 @@ def resume(
         )
 
     return _admit_pending(w, rules, interrupt_id, response, actor, where)
+
+
+def node_resume_settled(
+    conn: Connection, thread_id: str, interrupt_id: str, response: dict[str, Any]
+) -> tuple[bool, dict[str, Any] | None]:
+    """Read-only: ``(True, response)`` when :func:`resume` from the node would return
+    ``response`` without writing -- the interrupt already ended with exactly this
+    answer admitted, or expired and this is its wake-up. An ending is final, so what
+    this finds stays true; anything else is left to the write path."""
+    history = interrupt_events(conn, thread_id, interrupt_id)
+    minted = next((e for e in history if e.type == MINTED), None)
+    ending = next((e for e in history if e.type != MINTED), None)
+    if minted is None or ending is None:
+        return False, None
+    if ending.type == RESUMED:
+        return ending.data.get("response") == response, response
+    reason = ending.data.get("reason")
+    return response == expired_resume_value(str(reason)), response
 
 
 def _admit_pending(

@@ -66,19 +66,27 @@ class Op(Generic[T]):
 
     fn: Callable[[Connection], T]
     write: bool
+    settled: Callable[[Connection], tuple[bool, T]] | None = None
+    """A read-only check run first (no write lock): ``(True, result)`` proves the write
+    would record nothing and answers the call; ``(False, _)`` falls back to ``fn``,
+    which decides again under the write lock."""
 
 
-def _read_in_tx(conn: Connection, op: Op[T]) -> T:
+def _read_in_tx(conn: Connection, fn: Callable[[Connection], T]) -> T:
     with conn.begin():
-        return op.fn(conn)
+        return fn(conn)
 
 
 def _execute(conn: Connection, op: Op[T]) -> T:
     """Run ``op`` on ``conn``: a write in a retried write transaction, a read in a plain one."""
     with translate_errors():
-        if op.write:
-            return run_write(conn, op.fn)
-        return _read_in_tx(conn, op)
+        if not op.write:
+            return _read_in_tx(conn, op.fn)
+        if op.settled is not None:
+            done, result = _read_in_tx(conn, op.settled)
+            if done:
+                return result
+        return run_write(conn, op.fn)
 
 
 def _setup(conn: Connection) -> None:
@@ -169,7 +177,11 @@ class _Operations:
         t = validation.required_id(thread_id, "thread_id")
         m = validation.marker(marker, max_bytes=self.max_payload_bytes)
         a = validation.text_id(actor, "actor", optional=True)
-        return Op(partial(lifecycle.mint, thread_id=t, marker=m, actor=a), write=True)
+        return Op(
+            partial(lifecycle.mint, thread_id=t, marker=m, actor=a),
+            write=True,
+            settled=partial(lifecycle.mint_settled, thread_id=t, interrupt_id=m["interrupt_id"]),
+        )
 
     def record_route(
         self, thread_id: Any, route: Any, run_id: Any, reason: Any, interrupt_id: Any
@@ -250,7 +262,10 @@ class _Operations:
             actor=a,
             from_node=True,
         )
-        return Op(fn, write=True)  # type: ignore[arg-type]
+        settled = partial(
+            lifecycle.node_resume_settled, thread_id=t, interrupt_id=i, response=response
+        )
+        return Op(fn, write=True, settled=settled)  # type: ignore[arg-type]
 
     def expire(self, thread_id: Any, interrupt_id: Any, reason: Any, actor: Any) -> Op[None]:
         fn = partial(
