@@ -46,6 +46,23 @@ class UTCDateTime(sa.TypeDecorator[datetime]):
             return value.replace(tzinfo=None)
         return value
 
+    def result_processor(self, dialect: Dialect, coltype: Any) -> Any:
+        if dialect.name != "sqlite":
+            return super().result_processor(dialect, coltype)
+        # SQLite returns the stored text ("YYYY-MM-DD HH:MM:SS.ffffff", naive UTC):
+        # parse it with fromisoformat instead of the generic DateTime regex.
+        fromisoformat = datetime.fromisoformat
+
+        def process(value: Any) -> datetime | None:
+            if value is None:
+                return None
+            if isinstance(value, str):
+                moment = fromisoformat(value)
+                return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+            return self.process_result_value(value, dialect)
+
+        return process
+
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
