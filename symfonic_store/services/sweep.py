@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 
 from ..append import ThreadWriter, flush
 from ..events import EXPIRED
-from ..protocol import stale_reason
+from ..protocol import PENDING_KEY, stale_reason
 from ..statements import stale_candidates
 
 Expiry = tuple[str, str, str]
@@ -93,7 +93,8 @@ def sweep_batch(
     expired: list[Expiry] = []
     writers: list[ThreadWriter] = []
     for state in candidates:
-        reason = stale_reason(state.as_state(), ttl_seconds)
+        # A read-only view of the state (as_state() would deep-copy the marker).
+        reason = stale_reason({PENDING_KEY: state.pending, "run_id": state.run_id}, ttl_seconds)
         interrupt_id = state.pending_interrupt_id
         if reason is None or interrupt_id is None:
             continue
