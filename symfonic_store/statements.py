@@ -20,8 +20,10 @@ from .events import ENDINGS, MINTED, ROUTE_DECIDED, NewEvent, StoredEvent
 from .projection import ThreadState
 from .schema import events, threads
 
-# PostgreSQL: one transaction-scoped advisory lock serialises the allocation of event
-# positions, so events become visible in position order (see docs/reliability.md, I11).
+# PostgreSQL: one transaction-scoped advisory lock per schema serialises the allocation
+# of event positions, so events become visible in position order (see
+# docs/reliability.md, I11). The two-key form: the store's constant and a hash of the
+# schema, so stores in different schemas of one database never queue on each other.
 POSITION_LOCK_KEY = 0x53594D46  # "SYMF"
 
 EVENT_COLUMNS = (
@@ -317,10 +319,17 @@ def stale_candidates(
 _INSERT_EVENT = events.insert()
 
 
+_LOCK_POSITIONS = sa.select(
+    sa.func.pg_advisory_xact_lock(
+        sa.literal(POSITION_LOCK_KEY, sa.Integer()), sa.func.hashtext(sa.func.current_schema())
+    )
+)
+
+
 def lock_positions(conn: Connection) -> None:
     """Serialise position allocation until commit (PostgreSQL only; SQLite has one writer)."""
     if conn.dialect.name == "postgresql":
-        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(POSITION_LOCK_KEY)))
+        conn.execute(_LOCK_POSITIONS)
 
 
 def insert_events(conn: Connection, new_events: Sequence[NewEvent]) -> None:

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 
 import pytest
 import sqlalchemy as sa
+from conftest import postgres_base_url, with_search_path
 
 from symfonic_store import (
     InterruptStore,
@@ -284,3 +285,39 @@ def test_tailing_reader_sees_every_event_exactly_once(db_url: str) -> None:
         assert len(reader.seen) == len(set(reader.seen)), "an event was delivered twice"
         assert reader.seen == sorted(reader.seen)
         assert reader.seen == everything, "the reader skipped a committed event"
+
+
+def test_stores_in_different_schemas_do_not_queue_on_each_other(
+    pg_store: InterruptStore, postgres_schema_url: str
+) -> None:
+    """The position lock is per schema: an append held open in one schema does not block another schema's append."""
+    base = postgres_base_url()
+    assert base is not None
+    other_schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(sa.make_url(base).set(drivername="postgresql+psycopg"))
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f'CREATE SCHEMA "{other_schema}"')
+    other_url = with_search_path(
+        sa.make_url(base).set(drivername="postgresql+psycopg").render_as_string(hide_password=False),
+        other_schema,
+    )
+    holder = sa.create_engine(postgres_schema_url)
+    other = InterruptStore(other_url)
+    try:
+        other.setup()
+        with holder.connect() as t1:
+            tx1 = hold_mint_open(t1, "held-thread")
+            t2, done, errors = start_mint(other, "other-thread")
+            finished = done.wait(timeout=WAIT)
+            tx1.commit()
+        t2.join(timeout=WAIT)
+        assert finished, "the other schema's append waited for this schema's open append"
+        assert errors == [], errors
+        assert [e.thread_id for e in other.events()] == ["other-thread"]
+        assert [e.thread_id for e in pg_store.events()] == ["held-thread"]
+    finally:
+        other.close()
+        holder.dispose()
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f'DROP SCHEMA "{other_schema}" CASCADE')
+        admin.dispose()
