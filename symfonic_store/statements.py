@@ -417,13 +417,8 @@ def count_events(conn: Connection) -> int:
     return int(conn.execute(sa.select(sa.func.count()).select_from(events)).scalar_one())
 
 
-def _audit_query(*, by_thread: bool, by_actor: bool) -> sa.Select[Any]:
-    """Each mint joined to its ending (if any), in mint order.
-
-    Only the JSON members the audit reports are selected (the mint's ``name``,
-    ``payload`` and ``minted_at``, the ending's ``response`` and ``reason``), so the
-    database extracts them and Python decodes a fraction of each event's data.
-    """
+def audit_query(*, thread_id: str | None, actor: str | None) -> sa.Select[Any]:
+    """Each mint joined to its ending (if any), in mint order."""
     mint = events.alias("mint")
     ending = events.alias("ending")
     query = (
@@ -431,14 +426,11 @@ def _audit_query(*, by_thread: bool, by_actor: bool) -> sa.Select[Any]:
             mint.c.position,
             mint.c.thread_id,
             mint.c.interrupt_id,
-            mint.c.data["name"].as_string(),
-            mint.c.data["payload"],
-            mint.c.data["minted_at"],
+            mint.c.data,
             mint.c.occurred_at,
             ending.c.type,
             ending.c.actor,
-            ending.c.data["response"],
-            ending.c.data["reason"].as_string(),
+            ending.c.data,
             ending.c.occurred_at,
         )
         .select_from(
@@ -447,37 +439,18 @@ def _audit_query(*, by_thread: bool, by_actor: bool) -> sa.Select[Any]:
                 sa.and_(
                     ending.c.thread_id == mint.c.thread_id,
                     ending.c.interrupt_id == mint.c.interrupt_id,
-                    sa.or_(*(ending.c.type == t for t in ENDINGS)),
+                    ending.c.type.in_(ENDINGS),
                 ),
             )
         )
         .where(mint.c.type == MINTED)
         .order_by(mint.c.position)
     )
-    if by_thread:
-        query = query.where(mint.c.thread_id == sa.bindparam("t"))
-    if by_actor:
-        query = query.where(ending.c.actor == sa.bindparam("a"))
+    if thread_id is not None:
+        query = query.where(mint.c.thread_id == thread_id)
+    if actor is not None:
+        query = query.where(ending.c.actor == actor)
     return query
-
-
-_AUDIT_QUERIES = {
-    (by_thread, by_actor): _audit_query(by_thread=by_thread, by_actor=by_actor)
-    for by_thread in (False, True)
-    for by_actor in (False, True)
-}
-
-
-def audit_rows(
-    conn: Connection, *, thread_id: str | None, actor: str | None
-) -> Iterable[Sequence[Any]]:
-    """Rows of :func:`_audit_query`: position, thread_id, interrupt_id, name, payload,
-    minted_at (the marker's), recorded_at, ending type, actor, response, reason, ended_at."""
-    query = _AUDIT_QUERIES[(thread_id is not None, actor is not None)]
-    params = {"t": thread_id, "a": actor}
-    if conn.dialect.name in FAST_DIALECTS:
-        return fast_fetch(conn, prepare(query, conn.dialect), params)
-    return conn.execute(query, {k: v for k, v in params.items() if v is not None})
 
 
 def projection_rows_query() -> sa.Select[Any]:

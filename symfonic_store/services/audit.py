@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from ..events import RESUMED
-from ..statements import audit_rows
+from ..statements import audit_query
 
 AUDIT_FIELDS = (
     "thread_id",
@@ -71,7 +71,8 @@ class AuditRecord:
         return cells
 
 
-def _minted_at(minted_at: Any, recorded: datetime) -> datetime:
+def _minted_at(marker: dict[str, Any], recorded: datetime) -> datetime:
+    minted_at = marker.get("minted_at")
     if isinstance(minted_at, int | float) and not isinstance(minted_at, bool):
         try:
             return datetime.fromtimestamp(minted_at, UTC)
@@ -89,10 +90,9 @@ def audit(
     until: datetime | None,
 ) -> list[AuditRecord]:
     records: list[tuple[datetime, int, AuditRecord]] = []
-    for row in audit_rows(conn, thread_id=thread_id, actor=actor):
-        (position, t_id, i_id, name, payload, marker_minted_at, recorded,
-         end_type, end_actor, end_response, end_reason, end_at) = row
-        minted_at = _minted_at(marker_minted_at, recorded)
+    for row in conn.execute(audit_query(thread_id=thread_id, actor=actor)):
+        (position, t_id, i_id, marker, recorded, end_type, end_actor, end_data, end_at) = row
+        minted_at = _minted_at(marker, recorded)
         if since is not None and minted_at < since:
             continue
         if until is not None and minted_at > until:
@@ -100,14 +100,14 @@ def audit(
         if end_type is None:
             outcome, reason, response = "pending", None, None
         elif end_type == RESUMED:
-            outcome, reason, response = "resumed", None, end_response
+            outcome, reason, response = "resumed", None, end_data.get("response")
         else:
-            outcome, reason, response = "expired", end_reason, None
+            outcome, reason, response = "expired", end_data.get("reason"), None
         record = AuditRecord(
             thread_id=t_id,
             interrupt_id=i_id,
-            name=name,
-            payload=payload,
+            name=marker.get("name"),
+            payload=marker.get("payload"),
             minted_at=minted_at,
             outcome=outcome,
             reason=reason,
