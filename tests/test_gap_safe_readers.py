@@ -230,9 +230,19 @@ def test_store_append_without_the_lock_shows_the_gap(
 
 
 def writers_append(
-    url: str, writers: int, rounds: int, start: threading.Barrier, errors: list[str]
+    url: str,
+    writers: int,
+    rounds: int,
+    start: threading.Barrier,
+    errors: list[str],
+    committed: threading.Event | None = None,
 ) -> list[threading.Thread]:
-    """Start ``writers`` threads, each with its own store, mixing mints and route decisions."""
+    """Start ``writers`` threads, each with its own store, mixing mints and route decisions.
+
+    ``committed`` is set after every commit, so a consumer can wait for news instead of
+    spinning (a spinning reader in the same process starves the writers of the GIL while
+    they hold SQLite's write lock).
+    """
 
     def write(n: int) -> None:
         store = InterruptStore(url)
@@ -244,6 +254,8 @@ def writers_append(
                     store.mint(thread_id, marker(run_id=f"run-{n}"))  # may supersede: 2 events
                 else:
                     store.record_route(thread_id, "finish", run_id=f"run-{n}-{r}")
+                if committed is not None:
+                    committed.set()
         except BaseException:
             errors.append(traceback.format_exc())
         finally:
@@ -255,10 +267,18 @@ def writers_append(
     return threads
 
 
-def tail(store: InterruptStore, writing: Callable[[], bool], reader: Reader) -> None:
-    """Poll while the writers run, then drain once they have all stopped."""
+def tail(
+    store: InterruptStore,
+    writing: Callable[[], bool],
+    reader: Reader,
+    committed: threading.Event | None = None,
+) -> None:
+    """Poll while the writers run (waiting for a commit when a page comes back empty),
+    then drain once they have all stopped."""
     while writing():
-        reader.poll()
+        if not reader.poll() and committed is not None:
+            committed.wait(timeout=0.05)
+            committed.clear()
     reader.drain()
 
 
@@ -269,12 +289,13 @@ def test_tailing_reader_sees_every_event_exactly_once(db_url: str) -> None:
     writers, rounds = 8, 30
     errors: list[str] = []
     start = threading.Barrier(writers + 1)
-    threads = writers_append(db_url, writers, rounds, start, errors)
+    committed = threading.Event()
+    threads = writers_append(db_url, writers, rounds, start, errors, committed)
     engine = sa.create_engine(db_url)
     with InterruptStore(db_url) as consumer_store:
         reader = Reader(consumer_store, page=5)
         start.wait()
-        tail(consumer_store, lambda: any(t.is_alive() for t in threads), reader)
+        tail(consumer_store, lambda: any(t.is_alive() for t in threads), reader, committed)
         for t in threads:
             t.join(timeout=WAIT)
         reader.drain()
