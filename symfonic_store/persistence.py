@@ -10,10 +10,10 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -190,6 +190,24 @@ def _check_sqlite_options(synchronous: str, busy_timeout: float) -> tuple[str, i
     return mode, int(busy_timeout * 1000)
 
 
+E = TypeVar("E", Engine, AsyncEngine)
+
+
+def _engine_for(url: URL, factory: Callable[[URL], E]) -> E:
+    """Make the engine, turning SQLAlchemy's refusal of the URL into a store error."""
+    if url.get_backend_name() == "sqlite":
+        _prepare_sqlite_path(url)
+    try:
+        return factory(url)
+    except sa.exc.ArgumentError as exc:
+        first = scrub(str(exc).strip().splitlines()[0]) if str(exc).strip() else "refused"
+        raise InvalidInputError(
+            "database URL",
+            f"{first}; use sqlite:///relative/path.db, sqlite:////absolute/path.db or "
+            "postgresql+psycopg://user@host:5432/dbname",
+        ) from None
+
+
 def create_sync_engine(
     url_or_engine: str | URL | Engine,
     *,
@@ -201,10 +219,7 @@ def create_sync_engine(
     if isinstance(url_or_engine, Engine):
         engine = url_or_engine
     else:
-        url = sync_url(url_or_engine)
-        if url.get_backend_name() == "sqlite":
-            _prepare_sqlite_path(url)
-        engine = sa.create_engine(url)
+        engine = _engine_for(sync_url(url_or_engine), sa.create_engine)
     if engine.dialect.name == "sqlite":
         _install_sqlite_behaviour(engine, synchronous=mode, busy_timeout_ms=timeout_ms)
     return engine
@@ -221,10 +236,7 @@ def create_asyncio_engine(
     if isinstance(url_or_engine, AsyncEngine):
         engine = url_or_engine
     else:
-        url = async_url(url_or_engine)
-        if url.get_backend_name() == "sqlite":
-            _prepare_sqlite_path(url)
-        engine = create_async_engine(url)
+        engine = _engine_for(async_url(url_or_engine), create_async_engine)
     if engine.dialect.name == "sqlite":
         _install_sqlite_behaviour(engine.sync_engine, synchronous=mode, busy_timeout_ms=timeout_ms)
     return engine

@@ -366,3 +366,13 @@ def test_odd_thread_ids_are_stored_and_read_back_verbatim(store: InterruptStore)
     assert stored == {"plain", *ODD_IDS}
     assert store.verify().ok
     assert store.rebuild_projection() == len(store.events())
+
+
+@pytest.mark.parametrize("make", [InterruptStore, AsyncInterruptStore], ids=["sync", "async"])
+def test_a_url_sqlalchemy_refuses_is_an_invalid_input_without_the_password(make: Any) -> None:
+    """A SQLite URL with a user and password is refused as InvalidInputError, password hidden."""
+    with pytest.raises(InvalidInputError) as caught:
+        make(f"sqlite://user:{PASSWORD}@/x.db")
+    assert caught.value.field == "database URL"
+    assert "sqlite:///" in str(caught.value)
+    assert PASSWORD not in str(caught.value) and PASSWORD not in repr(caught.value)
