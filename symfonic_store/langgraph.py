@@ -67,6 +67,18 @@ class InterruptState(TypedDict, total=False):
     run_id: Annotated[str | None, _keep_last]
 
 
+class GraphCallable(RunnableLambda[Any, Any]):
+    """A ``RunnableLambda`` that can also be called like the plain function it wraps.
+
+    LangGraph picks the sync or the async body by how the graph is run; calling the
+    object directly (``router(state, config)``) runs the sync body, as a path function
+    or node function would be called.
+    """
+
+    def __call__(self, state: Any, config: RunnableConfig | None = None) -> Any:
+        return self.invoke(state, config)
+
+
 # --- helpers shared by the node and the router -----------------------------------
 
 
@@ -113,7 +125,7 @@ def _require_sync(store: Any, what: str) -> None:
 # --- the interrupt node -----------------------------------------------------------
 
 
-def create_interrupt_node(store: AnyStore | None = None) -> RunnableLambda[Any, dict[str, Any]]:
+def create_interrupt_node(store: AnyStore | None = None) -> GraphCallable:
     """Return the interrupt node: pause on ``_interrupt_pending``, inject the answer.
 
     The node calls LangGraph's ``interrupt()`` with the marker's name, id, payload and
@@ -176,7 +188,7 @@ def create_interrupt_node(store: AnyStore | None = None) -> RunnableLambda[Any, 
             )
         return response_updates(pending, response)
 
-    return RunnableLambda(node, afunc=anode, name="interrupt")
+    return GraphCallable(node, afunc=anode, name="interrupt")
 
 
 def _answer_without_store(pending: dict[str, Any]) -> dict[str, Any]:
@@ -240,7 +252,7 @@ async def _maybe_await(value: Any) -> Any:
 
 def make_interrupt_router(
     store: AnyStore, ttl_seconds: float | None = None
-) -> RunnableLambda[Any, str]:
+) -> GraphCallable:
     """Return a path function for ``add_conditional_edges`` that records each decision.
 
     It returns :func:`~symfonic_store.interrupt_condition` of the state, and in one
@@ -270,7 +282,7 @@ def make_interrupt_router(
         )
         return decided
 
-    return RunnableLambda(route, afunc=aroute, name="interrupt_router")
+    return GraphCallable(route, afunc=aroute, name="interrupt_router")
 
 
 # --- raising an interrupt from a tool ---------------------------------------------
@@ -308,7 +320,7 @@ def _tool_result_content(result: Any) -> str:
     return json.dumps(result, default=str)
 
 
-def create_tools_node(tools: Sequence[BaseTool]) -> RunnableLambda[Any, dict[str, Any]]:
+def create_tools_node(tools: Sequence[BaseTool]) -> GraphCallable:
     """Return a node that runs the last AI message's tool calls and understands interrupts.
 
     LangGraph's prebuilt ``ToolNode`` insists that every tool call is answered by a
@@ -376,7 +388,7 @@ def create_tools_node(tools: Sequence[BaseTool]) -> RunnableLambda[Any, dict[str
         results = [(c, await tool_for(c).ainvoke(c["args"], config)) for c in calls_of(state)]
         return collect(state, results)
 
-    return RunnableLambda(run, afunc=arun, name="tools")
+    return GraphCallable(run, afunc=arun, name="tools")
 
 
 # --- waking a graph whose interrupt expired ---------------------------------------
