@@ -33,6 +33,7 @@ DEFAULT_URL = "sqlite:///symfonic_store.db"
 UPGRADE_HINT = "run `symfonic-store db upgrade` (or call store.setup())"
 
 SQLITE_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+_SYNCHRONOUS_PRAGMA = {mode: "PRAGMA synchronous=" + mode for mode in SQLITE_SYNCHRONOUS}
 MAX_BUSY_TIMEOUT = 2_000_000
 """Seconds; SQLite keeps its busy timeout in milliseconds in a 32-bit int."""
 
@@ -151,9 +152,11 @@ def _install_sqlite_behaviour(
         cursor = dbapi_connection.cursor()
         try:
             cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+            # PRAGMA values cannot be bound parameters: the timeout is an int and the
+            # mode one of SQLITE_SYNCHRONOUS, both checked by _check_sqlite_options.
+            cursor.execute("PRAGMA busy_timeout=" + str(int(busy_timeout_ms)))
             cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.execute(f"PRAGMA synchronous={synchronous}")
+            cursor.execute(_SYNCHRONOUS_PRAGMA[synchronous])
         finally:
             cursor.close()
 
@@ -340,9 +343,8 @@ def current_revision(connection: Connection) -> str | None:
     """The revision the database is at, or None when it has no store schema."""
     if not sa.inspect(connection).has_table(VERSION_TABLE):
         return None
-    row = connection.execute(
-        sa.text(f"SELECT version_num FROM {VERSION_TABLE}")  # noqa: S608 - constant name
-    ).first()
+    version_table = sa.table(VERSION_TABLE, sa.column("version_num"))
+    row = connection.execute(sa.select(version_table.c.version_num)).first()
     return None if row is None else str(row[0])
 
 
