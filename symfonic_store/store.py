@@ -8,7 +8,6 @@ runs the very same function through ``AsyncConnection.run_sync``.
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from dataclasses import dataclass
@@ -43,7 +42,7 @@ from .protocol import (
 from .services.audit import AuditRecord, audit
 from .services.rebuild import Progress, rebuild
 from .services.replay import replay_events
-from .services.sweep import Expiry, SweepReport, notify, sweep_batch
+from .services.sweep import SweepReport, anotify, notify, sweep_batch
 from .services.verify import VerifyReport, verify_events
 from .statements import (
     FAST_DIALECTS,
@@ -744,7 +743,7 @@ class AsyncInterruptStore:
         after = ""
         while True:
             batch = await self._run(self._ops.sweep_batch(ttl, after, size, dry))
-            await _anotify(report, batch.expired, on_expired)
+            await anotify(report, batch.expired, on_expired)
             if batch.last_thread is None:
                 return report
             after = batch.last_thread
@@ -809,17 +808,3 @@ class AsyncInterruptStore:
 
     async def verify(self, thread_id: str | None = None) -> VerifyReport:
         return await self._run(self._ops.verify(thread_id))
-
-
-async def _anotify(report: SweepReport, expired: list[Expiry], on_expired: OnExpired | None) -> None:
-    if on_expired is None or report.dry_run:
-        report.expired.extend(expired)
-        return
-    report.expired.extend(expired)
-    for thread_id, interrupt_id, reason in expired:
-        try:
-            result = on_expired(thread_id, interrupt_id, reason)
-            if inspect.isawaitable(result):
-                await result
-        except Exception as exc:
-            report.wake_failures.append((thread_id, interrupt_id, f"{type(exc).__name__}: {exc}"))

@@ -9,6 +9,7 @@ one-ending unique key would refuse it anyway).
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +39,10 @@ class SweepReport:
     ttl_seconds: float | None = None
     wake_failures: list[tuple[str, str, str]] = field(default_factory=list)
     """``(thread_id, interrupt_id, error)`` for each ``on_expired`` call that raised."""
+
+    def wake_failed(self, thread_id: str, interrupt_id: str, exc: Exception) -> None:
+        """Record an ``on_expired`` callback that raised."""
+        self.wake_failures.append((thread_id, interrupt_id, f"{type(exc).__name__}: {exc}"))
 
     @property
     def count(self) -> int:
@@ -125,4 +130,22 @@ def notify(
         try:
             on_expired(thread_id, interrupt_id, reason)
         except Exception as exc:
-            report.wake_failures.append((thread_id, interrupt_id, f"{type(exc).__name__}: {exc}"))
+            report.wake_failed(thread_id, interrupt_id, exc)
+
+
+async def anotify(
+    report: SweepReport,
+    expired: list[Expiry],
+    on_expired: Callable[[str, str, str], Any] | None,
+) -> None:
+    """As :func:`notify`, awaiting a callback that returns an awaitable."""
+    report.expired.extend(expired)
+    if on_expired is None or report.dry_run:
+        return
+    for thread_id, interrupt_id, reason in expired:
+        try:
+            result = on_expired(thread_id, interrupt_id, reason)
+            if inspect.isawaitable(result):
+                await result
+        except Exception as exc:
+            report.wake_failed(thread_id, interrupt_id, exc)
