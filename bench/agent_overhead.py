@@ -1,6 +1,6 @@
 """Benchmark 2 -- agent overhead: the refund agent with and without the store.
 
-The same scripted LangGraph agent (:func:`symfonic_store.agent.build_agent_graph`,
+The same scripted LangGraph agent (:func:`symfonic_store.demo.build_agent_graph`,
 ``SqliteSaver`` checkpointer, SQLite store at its durable defaults) runs ``threads``
 conversations: a refund request that pauses on an approval, then the approval. Without
 the store the router is the plain seed condition and the answer goes straight to the
@@ -23,7 +23,7 @@ from langgraph.types import Command
 
 from bench.harness import parser, report, say, scratch_dir
 from symfonic_store import InterruptStore
-from symfonic_store.agent import build_agent_graph
+from symfonic_store.demo import build_agent_graph
 
 REQUEST = "Please refund $420 to order 1181, the parcel never arrived."
 ANSWER = {"approved": True}

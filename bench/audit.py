@@ -23,9 +23,9 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from bench.harness import parser, report, say, scratch_dir, timed
 from symfonic_store import InterruptStore
-from symfonic_store.agent import APPROVAL, build_agent_graph
+from symfonic_store.db.schema import events
+from symfonic_store.demo import APPROVAL, build_agent_graph
 from symfonic_store.events import GENESIS_HASH, event_hash
-from symfonic_store.schema import events
 
 REQUEST = "Please refund $420 to order 1181, the parcel never arrived."
 PEOPLE = ("alice", "bob", "carol", "dave")

@@ -23,8 +23,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from symfonic_store import InterruptStore
+from symfonic_store.db.schema import events
 from symfonic_store.events import EXPIRED, GENESIS_HASH, MINTED, RESUMED, ROUTE_DECIDED, event_hash
-from symfonic_store.schema import events
 
 CHUNK = 5000
 PAYLOAD = {"action": "refund", "amount": 420, "order": "1181", "currency": "EUR"}

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from bench.append import RESPONSE, marker
 from bench.harness import parser, postgres_schema, report, say
 from symfonic_store import InterruptStore
-from symfonic_store.schema import events
+from symfonic_store.db.schema import events
 
 PROCESSES = 8
 

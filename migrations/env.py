@@ -12,8 +12,9 @@ import os
 from alembic import context
 from sqlalchemy import Connection
 
-from symfonic_store.persistence import DEFAULT_URL, create_sync_engine
-from symfonic_store.schema import VERSION_TABLE, metadata
+from symfonic_store.db.engines import create_sync_engine
+from symfonic_store.db.schema import VERSION_TABLE, metadata
+from symfonic_store.db.urls import DEFAULT_URL
 
 config = context.config
 target_metadata = metadata

@@ -8,7 +8,8 @@ thread's history.
 
 from __future__ import annotations
 
-from .agent import build_agent_graph
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     ConcurrencyConflictError,
     DatabaseError,
@@ -31,21 +32,11 @@ from .events import (
     ROUTE_DECIDED,
     StoredEvent,
 )
-from .langgraph import (
-    InterruptRequest,
-    InterruptState,
-    create_interrupt_node,
-    create_tools_node,
-    expired_resume_value,
-    make_async_graph_waker,
-    make_graph_waker,
-    make_interrupt_router,
-    request_interrupt,
-)
 from .protocol import (
     INTERRUPT_ACK_SENTINEL,
     ask_user_pending_is_current,
     build_interrupt_marker,
+    expired_resume_value,
     interrupt_condition,
     interrupt_pending_is_current,
     new_interrupt_id,
@@ -56,7 +47,47 @@ from .services.sweep import SweepReport
 from .services.verify import BrokenLink, VerifyReport
 from .store import AsyncInterruptStore, InterruptStore
 
+if TYPE_CHECKING:
+    from .langgraph import (
+        InterruptRequest,
+        InterruptState,
+        create_interrupt_node,
+        create_tools_node,
+        make_async_graph_waker,
+        make_graph_waker,
+        make_interrupt_router,
+        request_interrupt,
+    )
+
 __version__ = "0.1.0"
+
+# The LangGraph integration imports LangGraph and LangChain (seconds of CPU): its names
+# load on first use, so the store, the CLI and `--help` start without them.
+_LAZY = {
+    "InterruptRequest": "langgraph",
+    "InterruptState": "langgraph",
+    "create_interrupt_node": "langgraph",
+    "create_tools_node": "langgraph",
+    "make_async_graph_waker": "langgraph",
+    "make_graph_waker": "langgraph",
+    "make_interrupt_router": "langgraph",
+    "request_interrupt": "langgraph",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'symfonic_store' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
 
 __all__ = [
     "EXPIRED",
@@ -88,7 +119,6 @@ __all__ = [
     "UnknownInterruptError",
     "__version__",
     "ask_user_pending_is_current",
-    "build_agent_graph",
     "build_interrupt_marker",
     "create_interrupt_node",
     "create_tools_node",

@@ -17,11 +17,17 @@ from typing import Any, TypeVar
 
 from sqlalchemy.engine import Connection
 
+from .db.statements import (
+    insert_events,
+    insert_threads,
+    load_thread,
+    lock_positions,
+    update_threads,
+)
+from .db.translate import translate_errors
 from .errors import ConcurrencyConflictError, SymfonicStoreError
 from .events import NewEvent, seal
-from .persistence import translate_errors
 from .projection import ThreadState, apply
-from .statements import insert_events, insert_threads, load_thread, lock_positions, update_threads
 
 T = TypeVar("T")
 

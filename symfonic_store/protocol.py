@@ -15,12 +15,11 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
-
-from langchain_core.messages import AIMessage
 
 from .errors import InvalidInputError
 
@@ -175,9 +174,16 @@ def tools_condition(state: Mapping[str, Any]) -> Literal["continue", "finish"]:
         )
     if messages:
         last = messages[-1]
-        if isinstance(last, AIMessage) and last.tool_calls:
+        if _is_ai_message(last) and last.tool_calls:
             return "continue"
     return "finish"
+
+
+def _is_ai_message(value: Any) -> bool:
+    # An AIMessage exists only once LangChain is imported: no need to import it here
+    # (the store and the CLI start without LangChain).
+    messages = sys.modules.get("langchain_core.messages")
+    return messages is not None and isinstance(value, messages.AIMessage)
 
 
 def interrupt_condition(state: Mapping[str, Any], ttl_seconds: float | None = None) -> Route:
@@ -196,16 +202,23 @@ def interrupt_condition(state: Mapping[str, Any], ttl_seconds: float | None = No
 # --- the resume value -------------------------------------------------------------
 
 
-def normalize_response(value: Any) -> Any:
+def normalize_response(value: Any, *, json_ready: bool = False) -> Any:
     """Turn a resume value into the response the agent sees (rule N2).
 
     A dict loses the ack sentinel; an object with ``model_dump()`` becomes its dump,
     as is (a dict for an ordinary model); anything else becomes
-    ``{"value": str(value)}``.
+    ``{"value": str(value)}``. With ``json_ready`` a pydantic model is dumped in JSON
+    mode (datetimes as ISO text, and so on), as the store records it: the one
+    normaliser of both the store's front door and the interrupt node.
     """
     if isinstance(value, dict):
         return {k: v for k, v in value.items() if k != INTERRUPT_ACK_SENTINEL}
     if hasattr(value, "model_dump"):
+        if json_ready:
+            try:
+                return value.model_dump(mode="json")
+            except TypeError:  # a model_dump() without pydantic's ``mode``
+                pass
         return value.model_dump()
     return {"value": str(value)}
 

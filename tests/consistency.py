@@ -22,11 +22,11 @@ from typing import Any
 import sqlalchemy as sa
 
 from symfonic_store import InterruptStore
+from symfonic_store.db.schema import events as events_table
+from symfonic_store.db.schema import threads as threads_table
+from symfonic_store.db.statements import thread_row
 from symfonic_store.events import ENDINGS, EVENT_TYPES, MINTED
 from symfonic_store.projection import fold
-from symfonic_store.schema import events as events_table
-from symfonic_store.schema import threads as threads_table
-from symfonic_store.statements import thread_row
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _REQUIRED = ("position", "thread_id", "version", "type", "data", "occurred_at", "hash")

@@ -1,7 +1,7 @@
 """A real refund agent graph, its store and its checkpointer, on one database.
 
 Shared by the LangGraph end-to-end tests. ``open_rig(db_url, driver)`` builds the
-canonical agent (:func:`symfonic_store.build_agent_graph`) with the scripted model, a
+canonical agent (:func:`symfonic_store.demo.build_agent_graph`) with the scripted model, a
 store and a LangGraph checkpointer on the *same* database: SQLite file or PostgreSQL
 schema. ``driver`` picks the entry points: ``"invoke"`` (InterruptStore, SqliteSaver /
 PostgresSaver, ``graph.invoke``) or ``"ainvoke"`` (AsyncInterruptStore, AsyncSqliteSaver /
@@ -29,8 +29,8 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 from psycopg.rows import dict_row
 
-from symfonic_store import AsyncInterruptStore, InterruptStore, build_agent_graph
-from symfonic_store.agent import RefundLedger, refund_tools
+from symfonic_store import AsyncInterruptStore, InterruptStore
+from symfonic_store.demo import RefundLedger, build_agent_graph, refund_tools
 from symfonic_store.langgraph import make_async_graph_waker, make_graph_waker
 
 REFUND_REQUEST = "Please refund $420 to order 1181."

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from cli_helpers import assert_clean_error, mint_stale, run_cli, run_json
 
 from symfonic_store import INTERRUPT_ACK_SENTINEL, InterruptStore
-from symfonic_store.schema import POSTGRES_DROP_TRIGGERS, SQLITE_DROP_TRIGGERS
+from symfonic_store.db.schema import POSTGRES_DROP_TRIGGERS, SQLITE_DROP_TRIGGERS
 
 AUDIT_NAMES = [
     "thread_id",

@@ -23,7 +23,7 @@ import sqlite3
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from symfonic_store import InterruptStore
-from symfonic_store.agent import build_agent_graph
+from symfonic_store.demo import build_agent_graph
 
 store = InterruptStore({url!r})
 checkpointer = SqliteSaver(sqlite3.connect({checkpoints!r}, check_same_thread=False))

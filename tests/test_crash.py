@@ -40,7 +40,7 @@ from symfonic_store import (
     InterruptStore,
     SymfonicStoreError,
 )
-from symfonic_store.schema import threads as threads_table
+from symfonic_store.db.schema import threads as threads_table
 
 STRESS = os.environ.get("SYMFONIC_STORE_STRESS") == "1"
 KILLS = 20 if STRESS else 5

@@ -25,9 +25,8 @@ from symfonic_store import (
     RESUMED,
     InterruptAlreadyResolvedError,
     SymfonicStoreError,
-    build_agent_graph,
 )
-from symfonic_store.agent import refund_tools
+from symfonic_store.demo import build_agent_graph, refund_tools
 
 APPROVERS = ("alice", "bob", "carol", "dave")
 

@@ -1,6 +1,6 @@
 """The store-aware LangGraph integration, end to end (SPEC §4).
 
-A real ``StateGraph`` (the refund agent of :func:`symfonic_store.build_agent_graph`
+A real ``StateGraph`` (the refund agent of :func:`symfonic_store.demo.build_agent_graph`
 with the scripted chat model, no network), tools that raise interrupts, and real
 checkpointers on the store's own database: every test runs with the store on SQLite
 (``SqliteSaver`` / ``AsyncSqliteSaver`` on the same file) and on PostgreSQL
@@ -31,10 +31,9 @@ from symfonic_store import (
     ROUTE_DECIDED,
     InterruptAlreadyResolvedError,
     InterruptExpiredError,
-    build_agent_graph,
 )
-from symfonic_store.agent import RefundLedger, refund_tools
-from symfonic_store.schema import EVENTS_TABLE, THREADS_TABLE
+from symfonic_store.db.schema import EVENTS_TABLE, THREADS_TABLE
+from symfonic_store.demo import RefundLedger, build_agent_graph, refund_tools
 
 TTL = 60.0
 

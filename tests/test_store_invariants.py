@@ -31,9 +31,9 @@ from symfonic_store import (
     UnknownInterruptError,
     build_interrupt_marker,
 )
+from symfonic_store.db.schema import events as events_table
 from symfonic_store.projection import ThreadState, fold
 from symfonic_store.protocol import normalize_response
-from symfonic_store.schema import events as events_table
 
 T0 = datetime(2021, 2, 3, 4, 5, 6, 789000, tzinfo=UTC)
 """A fixed instant, far from the database server's own clock."""

@@ -1,5 +1,7 @@
 """The event log: the append-only event table, the thread projection, their keys.
 
+Frozen: this file imports nothing from ``symfonic_store``.
+
 Revision ID: 0001_event_log
 Revises:
 Create Date: 2026-11-29
@@ -12,18 +14,56 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from symfonic_store.schema import (
-    POSTGRES_APPEND_ONLY_TRIGGERS,
-    POSTGRES_DROP_TRIGGERS,
-    SQLITE_APPEND_ONLY_TRIGGERS,
-    SQLITE_DROP_TRIGGERS,
-    UTCDateTime,
-)
 
 revision: str = "0001_event_log"
 down_revision: str | None = None
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+
+# A revision is a snapshot: it imports nothing from the package, so a later change to
+# the live schema cannot rewrite what this revision created.
+
+SQLITE_APPEND_ONLY_TRIGGERS = (
+    """
+    CREATE TRIGGER symfonic_events_no_update BEFORE UPDATE ON symfonic_events
+    BEGIN SELECT RAISE(ABORT, 'symfonic_events is append-only: UPDATE is not allowed'); END
+    """,
+    """
+    CREATE TRIGGER symfonic_events_no_delete BEFORE DELETE ON symfonic_events
+    BEGIN SELECT RAISE(ABORT, 'symfonic_events is append-only: DELETE is not allowed'); END
+    """,
+)
+SQLITE_DROP_TRIGGERS = (
+    "DROP TRIGGER IF EXISTS symfonic_events_no_update",
+    "DROP TRIGGER IF EXISTS symfonic_events_no_delete",
+)
+
+POSTGRES_APPEND_ONLY_TRIGGERS = (
+    """
+    CREATE FUNCTION symfonic_events_append_only() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        RAISE EXCEPTION 'symfonic_events is append-only: % is not allowed', TG_OP
+            USING ERRCODE = 'restrict_violation';
+    END
+    $$
+    """,
+    """
+    CREATE TRIGGER symfonic_events_no_update_delete
+    BEFORE UPDATE OR DELETE ON symfonic_events
+    FOR EACH ROW EXECUTE FUNCTION symfonic_events_append_only()
+    """,
+    """
+    CREATE TRIGGER symfonic_events_no_truncate
+    BEFORE TRUNCATE ON symfonic_events
+    FOR EACH STATEMENT EXECUTE FUNCTION symfonic_events_append_only()
+    """,
+)
+POSTGRES_DROP_TRIGGERS = (
+    "DROP TRIGGER IF EXISTS symfonic_events_no_truncate ON symfonic_events",
+    "DROP TRIGGER IF EXISTS symfonic_events_no_update_delete ON symfonic_events",
+    "DROP FUNCTION IF EXISTS symfonic_events_append_only()",
+)
 
 _ONE_MINT = sa.text("type = 'interrupt.minted'")
 _ONE_ENDING = sa.text("type IN ('interrupt.resumed', 'interrupt.expired')")
@@ -46,7 +86,7 @@ def upgrade() -> None:
         sa.Column("run_id", sa.Text(), nullable=True),
         sa.Column("actor", sa.String(255), nullable=True),
         sa.Column("data", sa.JSON(), nullable=False),
-        sa.Column("occurred_at", UTCDateTime(), nullable=False),
+        sa.Column("occurred_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("hash", sa.String(64), nullable=False),
         sa.UniqueConstraint("thread_id", "version", name="uq_symfonic_events_thread_version"),
     )

@@ -9,8 +9,8 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
+from ..db.statements import audit_query
 from ..events import RESUMED
-from ..statements import audit_query
 
 AUDIT_FIELDS = (
     "thread_id",

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 from sqlalchemy.engine import Connection
 
+from ..db.statements import delete_all_threads, insert_threads, projection_rows_query
 from ..projection import ThreadState, marker_from_data
-from ..statements import delete_all_threads, insert_threads, projection_rows_query
 
 _BATCH = 2000
 

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from ..events import StoredEvent
 from ..projection import ThreadState, apply
 
 
-def replay_events(
-    thread_id: str, events: Iterable[StoredEvent]
-) -> Iterator[tuple[StoredEvent, dict[str, Any]]]:
-    """Fold the thread's events one by one, yielding ``(event, state_after_event)``."""
-    state = ThreadState(thread_id)
-    for event in events:
-        apply(state, event)
-        yield event, state.as_state()
+class Replay:
+    """The fold of one thread's events, one event at a time (pages may come in turns)."""
+
+    __slots__ = ("state",)
+
+    def __init__(self, thread_id: str) -> None:
+        self.state = ThreadState(thread_id)
+
+    def steps(self, events: Iterable[StoredEvent]) -> list[tuple[StoredEvent, dict[str, Any]]]:
+        """``(event, state_after_event)`` for each of ``events``, in order."""
+        out = []
+        for event in events:
+            apply(self.state, event)
+            out.append((event, self.state.as_state()))
+        return out

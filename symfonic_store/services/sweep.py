@@ -9,18 +9,16 @@ one-ending unique key would refuse it anyway).
 
 from __future__ import annotations
 
-import inspect
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.engine import Connection
 
 from ..append import ThreadWriter, flush
+from ..db.statements import stale_candidates
 from ..events import EXPIRED
 from ..protocol import PENDING_KEY, stale_reason
-from ..statements import stale_candidates
 
 Expiry = tuple[str, str, str]
 """``(thread_id, interrupt_id, reason)``"""
@@ -115,37 +113,3 @@ def sweep_batch(
     flush(conn, writers)
     last = candidates[-1].thread_id if len(candidates) == batch_size else None
     return SweepBatch(expired, last)
-
-
-def notify(
-    report: SweepReport,
-    expired: list[Expiry],
-    on_expired: Callable[[str, str, str], Any] | None,
-) -> None:
-    """Call ``on_expired`` for committed expiries; a failing callback is recorded, not fatal."""
-    report.expired.extend(expired)
-    if on_expired is None or report.dry_run:
-        return
-    for thread_id, interrupt_id, reason in expired:
-        try:
-            on_expired(thread_id, interrupt_id, reason)
-        except Exception as exc:
-            report.wake_failed(thread_id, interrupt_id, exc)
-
-
-async def anotify(
-    report: SweepReport,
-    expired: list[Expiry],
-    on_expired: Callable[[str, str, str], Any] | None,
-) -> None:
-    """As :func:`notify`, awaiting a callback that returns an awaitable."""
-    report.expired.extend(expired)
-    if on_expired is None or report.dry_run:
-        return
-    for thread_id, interrupt_id, reason in expired:
-        try:
-            result = on_expired(thread_id, interrupt_id, reason)
-            if inspect.isawaitable(result):
-                await result
-        except Exception as exc:
-            report.wake_failed(thread_id, interrupt_id, exc)

@@ -1,4 +1,4 @@
-"""LangGraph glue: the interrupt node, the recording router, and a tools node for markers.
+"""The seed's marker protocol in a graph: the interrupt node, the recording router, a tools node.
 
 Wiring, in short (see README): the agent node routes through
 ``make_interrupt_router(store)`` to ``"interrupt"`` (the node from
@@ -15,26 +15,25 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, TypedDict, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.tools import BaseTool
 from langgraph.graph.message import add_messages
-from langgraph.types import Command, interrupt
+from langgraph.types import interrupt
 
 try:
     from langgraph._internal._constants import CONFIG_KEY_SCRATCHPAD as _SCRATCHPAD_KEY
 except ImportError:  # pragma: no cover - a LangGraph that moved it; see _incoming_resume
     _SCRATCHPAD_KEY = "__pregel_scratchpad"
 
-from . import validation
-from .errors import InvalidInputError
-from .protocol import (
+from .. import validation
+from ..errors import InvalidInputError
+from ..protocol import (
     PENDING_KEY,
     build_interrupt_marker,
-    expired_resume_value,
     interrupt_condition,
     interrupt_value,
     new_interrupt_id,
@@ -43,7 +42,7 @@ from .protocol import (
 )
 
 if TYPE_CHECKING:
-    from .store import AsyncInterruptStore, InterruptStore
+    from ..store import AsyncInterruptStore, InterruptStore
 
     AnyStore = InterruptStore | AsyncInterruptStore
 
@@ -101,7 +100,7 @@ def _actor(config: RunnableConfig | None) -> str | None:
 
 
 def _is_async_store(store: Any) -> bool:
-    from .store import AsyncInterruptStore
+    from ..store import AsyncInterruptStore
 
     return isinstance(store, AsyncInterruptStore)
 
@@ -391,80 +390,11 @@ def create_tools_node(tools: Sequence[BaseTool]) -> GraphCallable:
     return GraphCallable(run, afunc=arun, name="tools")
 
 
-# --- waking a graph whose interrupt expired ---------------------------------------
-
-
-def waiting_on(graph: Any, thread_id: str, interrupt_id: str) -> bool:
-    """Is the graph's thread still paused on this interrupt?"""
-    snapshot = graph.get_state({"configurable": {"thread_id": thread_id}})
-    for pending in getattr(snapshot, "interrupts", ()) or ():
-        value = getattr(pending, "value", None)
-        if isinstance(value, dict) and value.get("interrupt_id") == interrupt_id:
-            return True
-    return False
-
-
-def make_graph_waker(
-    graph: Any, *, configurable: dict[str, Any] | None = None
-) -> Callable[[str, str, str], bool]:
-    """Return an ``on_expired`` callback for ``sweep`` that wakes each expired thread.
-
-    The callback resumes the thread's graph with ``{"expired": true, "reason": ...}``
-    only when the graph is still waiting on that interrupt, and returns whether it did.
-    The interrupt node hands the wake-up to the agent like any answer, so the agent can
-    say the request timed out; the store keeps the interrupt expired.
-    """
-
-    def wake(thread_id: str, interrupt_id: str, reason: str) -> bool:
-        if not waiting_on(graph, thread_id, interrupt_id):
-            return False
-        config = {"configurable": {**(configurable or {}), "thread_id": thread_id}}
-        graph.invoke(Command(resume=expired_resume_value(reason)), config)
-        return True
-
-    return wake
-
-
-async def awaiting_on(graph: Any, thread_id: str, interrupt_id: str) -> bool:
-    """As :func:`waiting_on`, through the graph's async API (``aget_state``)."""
-    snapshot = await graph.aget_state({"configurable": {"thread_id": thread_id}})
-    for pending in getattr(snapshot, "interrupts", ()) or ():
-        value = getattr(pending, "value", None)
-        if isinstance(value, dict) and value.get("interrupt_id") == interrupt_id:
-            return True
-    return False
-
-
-def make_async_graph_waker(
-    graph: Any, *, configurable: dict[str, Any] | None = None
-) -> Callable[[str, str, str], Awaitable[bool]]:
-    """As :func:`make_graph_waker`, for ``AsyncInterruptStore.sweep`` and async graphs.
-
-    The callback is a coroutine function using ``aget_state`` and ``ainvoke``: use it
-    when the graph's checkpointer or store is asynchronous (``AsyncSqliteSaver``,
-    ``AsyncPostgresSaver``, :class:`~symfonic_store.AsyncInterruptStore`).
-    """
-
-    async def wake(thread_id: str, interrupt_id: str, reason: str) -> bool:
-        if not await awaiting_on(graph, thread_id, interrupt_id):
-            return False
-        config = {"configurable": {**(configurable or {}), "thread_id": thread_id}}
-        await graph.ainvoke(Command(resume=expired_resume_value(reason)), config)
-        return True
-
-    return wake
-
-
 __all__ = [
     "InterruptRequest",
     "InterruptState",
     "create_interrupt_node",
     "create_tools_node",
-    "expired_resume_value",
-    "awaiting_on",
-    "make_async_graph_waker",
-    "make_graph_waker",
     "make_interrupt_router",
     "request_interrupt",
-    "waiting_on",
 ]

@@ -2,29 +2,24 @@
 
 Both stores execute these through a synchronous ``Connection`` (the asyncio store via
 ``AsyncConnection.run_sync``), so there is one copy of each statement and of the logic
-around it. All values are bound parameters.
+around it. All values are bound parameters. The statements are backend-blind: the hot
+ones run through the connection's :class:`~symfonic_store.db.executor.Executor`, which
+alone knows the backend.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Dialect, Row
-from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.engine import Connection, Row
 
-from .events import ENDINGS, MINTED, ROUTE_DECIDED, NewEvent, StoredEvent
-from .projection import ThreadState
+from ..events import ENDINGS, MINTED, ROUTE_DECIDED, NewEvent, StoredEvent
+from ..projection import ThreadState
+from .executor import executor_for
 from .schema import events, threads
-
-# PostgreSQL: one transaction-scoped advisory lock per schema serialises the allocation
-# of event positions, so events become visible in position order (see
-# docs/reliability.md, I11). The two-key form: the store's constant and a hash of the
-# schema, so stores in different schemas of one database never queue on each other.
-POSITION_LOCK_KEY = 0x53594D46  # "SYMF"
 
 EVENT_COLUMNS = (
     events.c.position,
@@ -85,138 +80,20 @@ def thread_row(state: ThreadState) -> dict[str, Any]:
     }
 
 
-# --- the hot statements, executed on the driver's cursor ---------------------------
-#
-# On SQLite the append path and the projection lookups are run on the DBAPI cursor:
-# each Core statement below is compiled ONCE per dialect into the driver's SQL string,
-# its parameter order and the bind/result processors of its column types (the JSON
-# encoding and the UTC datetime conversion are those of the schema's types), so a call
-# costs a tuple and a ``cursor.execute`` instead of SQLAlchemy's per-execution work.
-# The SQL itself stays the Core statement: there is no second copy of it. Other
-# dialects (PostgreSQL) run the same statements through ``Connection.execute``.
-
-FAST_DIALECTS = frozenset({"sqlite"})
-
-Processor = Callable[[Any], Any] | None
-
-
-@dataclass(frozen=True, slots=True)
-class Prepared:
-    """A Core statement compiled for one dialect, ready for the driver's cursor."""
-
-    sql: str
-    binds: tuple[tuple[str, Any, Processor], ...]
-    """``(name, default value, bind processor)`` in the driver's parameter order."""
-    processed: tuple[tuple[int, Callable[[Any], Any]], ...]
-    """``(column index, result processor)`` for the columns whose type converts values."""
-
-
-_PREPARED: dict[tuple[int, str, str], Prepared] = {}
-
-
-def prepare(stmt: sa.ClauseElement, dialect: Dialect, column_keys: Sequence[str] | None = None) -> Prepared:
-    """Compile ``stmt`` for ``dialect`` once (statements are module constants)."""
-    key = (id(stmt), dialect.name, dialect.driver)
-    prepared = _PREPARED.get(key)
-    if prepared is not None:
-        return prepared
-    compiled = cast(
-        SQLCompiler,
-        stmt.compile(
-            dialect=dialect, column_keys=list(column_keys) if column_keys is not None else None
-        ),
-    )
-    assert compiled.positiontup is not None, "the fast path needs a positional paramstyle"
-    binds = []
-    for name in compiled.positiontup:
-        bind = compiled.binds[name]
-        processor = bind.type.dialect_impl(dialect).bind_processor(dialect)
-        binds.append((name, bind.value, processor))
-    results: list[Processor] = []
-    if isinstance(stmt, sa.Select):
-        results = [
-            c.type.dialect_impl(dialect).result_processor(dialect, None)
-            for c in stmt.selected_columns
-        ]
-    processed = tuple((i, p) for i, p in enumerate(results) if p is not None)
-    prepared = Prepared(compiled.string, tuple(binds), processed)
-    _PREPARED[key] = prepared
-    return prepared
-
-
-def _args(prepared: Prepared, params: Mapping[str, Any]) -> tuple[Any, ...]:
-    out = []
-    for name, default, processor in prepared.binds:
-        value = params.get(name, default)
-        out.append(value if processor is None else processor(value))
-    return tuple(out)
-
-
-def _driver_error(conn: Connection, prepared: Prepared, args: Any, exc: Exception) -> Exception:
-    dbapi = conn.dialect.loaded_dbapi
-    return sa.exc.DBAPIError.instance(
-        prepared.sql, args, exc, dbapi.Error, dialect=conn.dialect
-    )
-
-
-def fast_fetch(conn: Connection, prepared: Prepared, params: Mapping[str, Any]) -> list[Sequence[Any]]:
-    """Run a prepared SELECT on the driver's cursor; rows with the types' processing."""
-    args = _args(prepared, params)
-    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-    try:
-        cursor.execute(prepared.sql, args)
-        raw = cursor.fetchall()
-    except conn.dialect.loaded_dbapi.Error as exc:
-        raise _driver_error(conn, prepared, args, exc) from exc
-    finally:
-        cursor.close()
-    processed = prepared.processed
-    if not processed:
-        return list(raw)
-    rows: list[Sequence[Any]] = []
-    for row in raw:
-        values = list(row)
-        for i, processor in processed:
-            values[i] = processor(values[i])
-        rows.append(values)
-    return rows
-
-
-def fast_write(conn: Connection, prepared: Prepared, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Run a prepared INSERT/UPDATE on the driver's cursor, once per row (executemany)."""
-    many = [_args(prepared, row) for row in rows]
-    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-    try:
-        if len(many) == 1:
-            cursor.execute(prepared.sql, many[0])
-        else:
-            cursor.executemany(prepared.sql, many)
-    except conn.dialect.loaded_dbapi.Error as exc:
-        raise _driver_error(conn, prepared, many, exc) from exc
-    finally:
-        cursor.close()
-
-
 # --- the thread projection ----------------------------------------------------------
 
 
 # The statements of the append path are built once, with bound parameters, so each
 # call reuses SQLAlchemy's compiled form instead of building and hashing a new query.
 _LOAD_THREAD = sa.select(*THREAD_COLUMNS).where(threads.c.thread_id == sa.bindparam("t"))
+# FOR UPDATE compiles to nothing on SQLite, whose writers hold the database lock.
 _LOAD_THREAD_FOR_UPDATE = _LOAD_THREAD.with_for_update()
 
 
 def load_thread(conn: Connection, thread_id: str, *, for_update: bool) -> ThreadState | None:
-    if conn.dialect.name in FAST_DIALECTS:
-        rows = fast_fetch(conn, prepare(_LOAD_THREAD, conn.dialect), {"t": thread_id})
-        return to_thread(rows[0]) if rows else None
-    query = (
-        _LOAD_THREAD_FOR_UPDATE
-        if for_update and conn.dialect.name == "postgresql"
-        else _LOAD_THREAD
-    )
-    row = conn.execute(query, {"t": thread_id}).first()
-    return None if row is None else to_thread(row)
+    query = _LOAD_THREAD_FOR_UPDATE if for_update else _LOAD_THREAD
+    rows = executor_for(conn).fetch(conn, query, {"t": thread_id})
+    return to_thread(rows[0]) if rows else None
 
 
 _INSERT_THREAD = threads.insert()
@@ -238,12 +115,7 @@ _UPDATE_THREAD = (
 
 def insert_threads(conn: Connection, states: Iterable[ThreadState]) -> None:
     rows = [thread_row(s) for s in states]
-    if not rows:
-        return
-    if conn.dialect.name in FAST_DIALECTS:
-        fast_write(conn, prepare(_INSERT_THREAD, conn.dialect, THREAD_ROW_KEYS), rows)
-    else:
-        conn.execute(_INSERT_THREAD, rows)
+    executor_for(conn).write(conn, _INSERT_THREAD, rows, THREAD_ROW_KEYS)
 
 
 def update_threads(conn: Connection, states: Iterable[ThreadState]) -> None:
@@ -252,12 +124,7 @@ def update_threads(conn: Connection, states: Iterable[ThreadState]) -> None:
         row = thread_row(state)
         row["b_thread_id"] = row.pop("thread_id")
         rows.append(row)
-    if not rows:
-        return
-    if conn.dialect.name in FAST_DIALECTS:
-        fast_write(conn, prepare(_UPDATE_THREAD, conn.dialect), rows)
-    else:
-        conn.execute(_UPDATE_THREAD, rows)
+    executor_for(conn).write(conn, _UPDATE_THREAD, rows)
 
 
 def delete_all_threads(conn: Connection) -> None:
@@ -309,7 +176,7 @@ def stale_candidates(
         .order_by(threads.c.thread_id)
         .limit(limit)
     )
-    if lock and conn.dialect.name == "postgresql":
+    if lock:  # compiles to nothing on SQLite, whose writers hold the database lock
         query = query.with_for_update(skip_locked=True)
     return [to_thread(r) for r in conn.execute(query)]
 
@@ -319,27 +186,16 @@ def stale_candidates(
 _INSERT_EVENT = events.insert()
 
 
-_LOCK_POSITIONS = sa.select(
-    sa.func.pg_advisory_xact_lock(
-        sa.literal(POSITION_LOCK_KEY, sa.Integer()), sa.func.hashtext(sa.func.current_schema())
-    )
-)
-
-
 def lock_positions(conn: Connection) -> None:
-    """Serialise position allocation until commit (PostgreSQL only; SQLite has one writer)."""
-    if conn.dialect.name == "postgresql":
-        conn.execute(_LOCK_POSITIONS)
+    """Serialise position allocation until commit, where the backend needs it (I11)."""
+    executor_for(conn).lock_positions(conn)
 
 
 def insert_events(conn: Connection, new_events: Sequence[NewEvent]) -> None:
     if not new_events:
         return
     rows = [e.row() for e in new_events]
-    if conn.dialect.name in FAST_DIALECTS:
-        fast_write(conn, prepare(_INSERT_EVENT, conn.dialect, EVENT_ROW_KEYS), rows)
-    else:
-        conn.execute(_INSERT_EVENT, rows)
+    executor_for(conn).write(conn, _INSERT_EVENT, rows, EVENT_ROW_KEYS)
 
 
 _INTERRUPT_EVENTS = (
@@ -361,16 +217,12 @@ _WAS_MINTED = (
 def interrupt_events(conn: Connection, thread_id: str, interrupt_id: str) -> list[StoredEvent]:
     """The mint and the ending (if any) of one interrupt."""
     params = {"t": thread_id, "i": interrupt_id}
-    if conn.dialect.name in FAST_DIALECTS:
-        return [to_event(r) for r in fast_fetch(conn, prepare(_INTERRUPT_EVENTS, conn.dialect), params)]
-    return [to_event(r) for r in conn.execute(_INTERRUPT_EVENTS, {"t": thread_id, "i": interrupt_id})]
+    return [to_event(r) for r in executor_for(conn).fetch(conn, _INTERRUPT_EVENTS, params)]
 
 
 def was_minted(conn: Connection, thread_id: str, interrupt_id: str) -> bool:
-    if conn.dialect.name in FAST_DIALECTS:
-        params = {"t": thread_id, "i": interrupt_id}
-        return bool(fast_fetch(conn, prepare(_WAS_MINTED, conn.dialect), params))
-    return conn.execute(_WAS_MINTED, {"t": thread_id, "i": interrupt_id}).first() is not None
+    params = {"t": thread_id, "i": interrupt_id}
+    return bool(executor_for(conn).fetch(conn, _WAS_MINTED, params))
 
 
 def thread_events_query(
@@ -398,7 +250,7 @@ def all_events_by_thread_query(thread_id: str | None = None) -> sa.Select[Any]:
     return query.order_by(events.c.thread_id, events.c.version)
 
 
-def stream(conn: Connection, query: sa.Select[Any], *, batch: int = 1000) -> Iterator[StoredEvent]:
+def stream_events(conn: Connection, query: sa.Select[Any], *, batch: int = 1000) -> Iterator[StoredEvent]:
     """Events from ``query`` in bounded memory (a server-side cursor on PostgreSQL)."""
     # Per-statement option: Connection.execution_options() would change the connection.
     result = conn.execute(query, execution_options={"yield_per": batch})

@@ -13,16 +13,16 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from .append import Refusal, ThreadWriter, flush
-from .errors import (
+from ..append import Refusal, ThreadWriter, flush
+from ..db.statements import interrupt_events, was_minted
+from ..errors import (
     InterruptAlreadyResolvedError,
     InterruptExpiredError,
     ResumeNotAllowedError,
     UnknownInterruptError,
 )
-from .events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED, ROUTE_DECIDED, StoredEvent
-from .protocol import PENDING_KEY, expired_resume_value, stale_reason
-from .statements import interrupt_events, was_minted
+from ..events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED, ROUTE_DECIDED, StoredEvent
+from ..protocol import PENDING_KEY, expired_resume_value, stale_reason
 
 ApproverPolicy = Callable[[str, dict[str, Any], str | None], bool]
 """``policy(thread_id, marker, actor) -> bool``: may this actor resume this interrupt?"""

@@ -25,12 +25,12 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 
+from ..db.urls import parse_url, safe_url
+from ..events import StoredEvent
+from ..langgraph import make_graph_waker
+from ..services.audit import AuditRecord
+from ..store import InterruptStore
 from .agent import build_agent_graph
-from .events import StoredEvent
-from .langgraph import make_graph_waker
-from .persistence import parse_url, safe_url
-from .services.audit import AuditRecord
-from .store import InterruptStore
 
 Say = Callable[[str], None]
 

@@ -37,7 +37,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from .langgraph import (
+from ..langgraph import (
     InterruptRequest,
     InterruptState,
     create_interrupt_node,
@@ -45,10 +45,10 @@ from .langgraph import (
     make_interrupt_router,
     request_interrupt,
 )
-from .protocol import interrupt_condition
+from ..protocol import interrupt_condition
 
 if TYPE_CHECKING:
-    from .store import AsyncInterruptStore, InterruptStore
+    from ..store import AsyncInterruptStore, InterruptStore
 
 APPROVAL = "approval_required"
 """The name of the interrupt ``request_refund`` raises."""

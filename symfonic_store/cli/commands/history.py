@@ -1,0 +1,152 @@
+"""``audit``, ``replay``, ``verify``, ``projection rebuild``: what happened, and proof of it."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import sys
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from ... import validation
+from ..app import (
+    AuditFormat,
+    Problem,
+    TableOrJson,
+    app,
+    get_session,
+    projection_app,
+)
+from ..render import (
+    audit_table,
+    console,
+    emit,
+    emit_json,
+    replay_table,
+    say,
+)
+
+if TYPE_CHECKING:
+
+    pass
+
+
+@app.command()
+def audit(
+    ctx: typer.Context,
+    thread: Annotated[str | None, typer.Option("--thread", metavar="T")] = None,
+    actor: Annotated[str | None, typer.Option("--actor", metavar="A")] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", metavar="ISO", help="Minted at or after (no offset: UTC).")
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", metavar="ISO", help="Minted at or before (no offset: UTC).")
+    ] = None,
+    output: Annotated[AuditFormat, typer.Option("--format", help="Output format.")] = AuditFormat.table,
+) -> None:
+    """Who approved what: one record per interrupt, oldest first."""
+    from ...services.audit import AUDIT_FIELDS
+
+    bounds = validation.moment(since, "--since"), validation.moment(until, "--until")
+    with get_session(ctx).store() as store:
+        records = store.audit(thread_id=thread, actor=actor, since=bounds[0], until=bounds[1])
+    if output is AuditFormat.json:
+        emit_json([r.as_dict() for r in records])
+    elif output is AuditFormat.csv:
+        text = io.StringIO()
+        writer = csv.writer(text)
+        writer.writerow(AUDIT_FIELDS)
+        writer.writerows(r.as_csv_row() for r in records)
+        emit(text.getvalue())
+    else:
+        audit_table(records)
+
+
+
+# --- replay -------------------------------------------------------------------------
+
+
+def _as_of(value: str | None) -> int | datetime | None:
+    if value is None:
+        return None
+    if value.strip().isdigit():
+        return int(value)
+    return validation.moment(value, "--until")
+
+
+@app.command()
+def replay(
+    ctx: typer.Context,
+    thread: Annotated[str, typer.Argument(metavar="THREAD", show_default=False)],
+    until: Annotated[
+        str | None,
+        typer.Option("--until", metavar="POSITION|ISO", help="Stop at a global position or a time."),
+    ] = None,
+    output: Annotated[TableOrJson, typer.Option("--format", help="Output format.")] = TableOrJson.table,
+) -> None:
+    """A thread's history: each event with the state right after it."""
+    bound = _as_of(until)
+    with get_session(ctx).store() as store:
+        steps = list(store.replay(thread, until=bound))
+        if not steps and (bound is None or not store.history(thread)):
+            raise Problem(f"thread {thread!r} has no events: nothing to replay")
+    if output is TableOrJson.json:
+        emit_json([{"event": e.as_dict(), "state": s} for e, s in steps])
+        return
+    replay_table(thread, steps)
+
+
+
+# --- verify -------------------------------------------------------------------------
+
+
+@app.command()
+def verify(
+    ctx: typer.Context,
+    thread: Annotated[str | None, typer.Option("--thread", metavar="T", help="Only this thread.")] = None,
+) -> None:
+    """Check the tamper-evidence hash chains; exit 1 when one is broken."""
+    with get_session(ctx).store() as store:
+        report = store.verify(thread)
+    say(str(report))
+    if not report.ok:
+        first = report.broken[0]
+        raise Problem(
+            f"{len(report.broken)} broken hash chain(s); first: thread {first.thread_id!r} "
+            f"at version {first.version}, position {first.position}"
+        )
+
+
+# --- projection ---------------------------------------------------------------------
+
+
+@projection_app.command("rebuild")
+def projection_rebuild(ctx: typer.Context) -> None:
+    """Rebuild the projection from the event log (a progress bar on a terminal)."""
+    with get_session(ctx).store() as store, progress_bar("folding events") as progress:
+        folded = store.rebuild_projection(progress=progress)
+    say(f"rebuilt the projection from {folded} event(s)")
+
+
+@contextlib.contextmanager
+def progress_bar(label: str) -> Iterator[Callable[[int], None] | None]:
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    # The number of events is not known in advance: the bar pulses and counts.
+    with Progress(
+        SpinnerColumn(),
+        BarColumn(),
+        TextColumn("{task.description}: {task.completed} event(s)"),
+        TimeElapsedColumn(),
+        console=console(stderr=True),
+        transient=True,
+    ) as bar:
+        task = bar.add_task(label, total=None)
+        yield lambda done: bar.update(task, completed=done)

@@ -1,0 +1,111 @@
+"""``sweep``: the cron job that expires stale interrupts and wakes their graphs."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from ...errors import (
+    InvalidInputError,
+)
+from ..app import (
+    PROG,
+    Problem,
+    TableOrJson,
+    app,
+    get_session,
+)
+from ..render import (
+    emit_json,
+    say,
+)
+
+if TYPE_CHECKING:
+
+    pass
+
+
+def import_graph(spec: str) -> Any:
+    """``module:attribute`` (dotted attributes allowed), importable from the current folder."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise InvalidInputError("--graph", f"must be MODULE:ATTRIBUTE, got {spec!r}")
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InvalidInputError("--graph", f"cannot import {module_name!r}: {exc}") from None
+    except Exception as exc:
+        raise InvalidInputError(
+            "--graph", f"importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from None
+    for part in attribute.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise InvalidInputError(
+                "--graph", f"module {module_name!r} has no attribute {attribute!r}"
+            ) from None
+    if not (callable(getattr(target, "invoke", None)) and callable(getattr(target, "get_state", None))):
+        raise InvalidInputError(
+            "--graph",
+            f"{spec!r} is a {type(target).__name__}, not a compiled LangGraph graph "
+            "(StateGraph(...).compile(checkpointer=...))",
+        )
+    return target
+
+
+@app.command()
+def sweep(
+    ctx: typer.Context,
+    ttl: Annotated[
+        float | None,
+        typer.Option("--ttl", metavar="SECONDS", help="Overrides the global --ttl.", show_default=False),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would expire; write nothing.")] = False,
+    batch_size: Annotated[int, typer.Option("--batch-size", metavar="N", min=1)] = 500,
+    graph: Annotated[
+        str | None,
+        typer.Option("--graph", metavar="MODULE:ATTR", help="Wake each expired thread's graph."),
+    ] = None,
+    output: Annotated[TableOrJson, typer.Option("--format", help="Output format.")] = TableOrJson.table,
+) -> None:
+    """Expire every stale pending interrupt (the cron job)."""
+    from ...langgraph import make_graph_waker
+
+    on_expired = None
+    woken: list[tuple[str, str]] = []
+    if graph is not None:
+        waker = make_graph_waker(import_graph(graph))
+
+        def on_expired(thread_id: str, interrupt_id: str, reason: str) -> None:
+            if waker(thread_id, interrupt_id, reason):
+                woken.append((thread_id, interrupt_id))
+
+    with get_session(ctx).store() as store:
+        report = store.sweep(
+            ttl_seconds=ttl, dry_run=dry_run, batch_size=batch_size, on_expired=on_expired
+        )
+    if output is TableOrJson.json:
+        emit_json({**report.as_dict(), "woken": len(woken)})
+    else:
+        say(str(report) + (f"; woke {len(woken)} graph(s)" if graph is not None else ""))
+    if report.wake_failures:
+        session = get_session(ctx)
+        for thread_id, interrupt_id, error in report.wake_failures:
+            sys.stderr.write(
+                session.redact(
+                    f"{PROG}: wake-up failed for thread {thread_id!r}, interrupt "
+                    f"{interrupt_id!r}: {error}"
+                )
+                + "\n"
+            )
+        raise Problem(
+            f"{len(report.wake_failures)} graph wake-up(s) failed; the interrupts stay expired"
+        )

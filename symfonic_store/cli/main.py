@@ -1,0 +1,68 @@
+"""The entry point: run the app, map errors to exit codes and one line on stderr."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+
+import typer
+
+from ..errors import ConcurrencyConflictError, InterruptStateError, SymfonicStoreError
+from . import commands  # noqa: F401 - registers the commands on the app
+from .app import PROG, Problem, Session, _ClickError, app
+
+
+def _exit_code(exc: BaseException) -> int:
+    if isinstance(exc, Problem | InterruptStateError | ConcurrencyConflictError):
+        return 1
+    if isinstance(exc, SymfonicStoreError):
+        return 2
+    return 1
+
+
+def _fail(session: Session, exc: BaseException, message: str | None = None) -> int:
+    if session.traceback:
+        sys.stderr.write(session.redact("".join(traceback.format_exception(exc))))
+    text = message if message is not None else str(exc) or type(exc).__name__
+    if not isinstance(exc, Problem | SymfonicStoreError) and message is None:
+        text = f"unexpected {type(exc).__name__}: {text}"
+        if not session.traceback:
+            text += " (run with --traceback for details)"
+    line = " ".join(session.redact(text).split())
+    sys.stderr.write(f"{PROG}: error: {line}\n")
+    return _exit_code(exc)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    session = Session()
+    command = typer.main.get_command(app)
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        result = command.main(args=args, prog_name=PROG, standalone_mode=False, obj=session)
+        return result if isinstance(result, int) else 0
+    except _ClickError as exc:
+        usage_ctx = getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            # Building the error printed the help already (rich) or carries it (plain).
+            if str(exc).strip():
+                sys.stderr.write(str(exc).rstrip() + "\n")
+            return 2
+        if usage_ctx is not None:
+            sys.stderr.write(usage_ctx.get_usage() + "\n")
+        format_message = getattr(exc, "format_message", None)
+        message = format_message() if callable(format_message) else str(exc)
+        _fail(session, exc, message)
+        return int(getattr(exc, "exit_code", 2))
+    except (typer.Abort, KeyboardInterrupt):
+        sys.stderr.write(f"{PROG}: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except Exception as exc:
+        return _fail(session, exc)

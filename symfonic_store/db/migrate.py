@@ -1,0 +1,89 @@
+"""The store's Alembic migrations: where they are, the revisions, upgrade and downgrade."""
+
+from __future__ import annotations
+
+import importlib.util
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ..errors import DatabaseError, SchemaNotMigratedError
+from .schema import VERSION_TABLE
+from .translate import UPGRADE_HINT
+
+
+def migrations_path() -> str:
+    """Where the Alembic scripts are: inside the installed package, else the checkout."""
+    spec = importlib.util.find_spec("symfonic_store.migrations")
+    if spec is not None and spec.submodule_search_locations:
+        for location in spec.submodule_search_locations:
+            if (Path(location) / "env.py").exists():
+                return str(location)
+    checkout = Path(__file__).resolve().parents[2] / "migrations"
+    if (checkout / "env.py").exists():
+        return str(checkout)
+    raise DatabaseError("the symfonic-store migrations are missing from this installation")
+
+
+def alembic_config(connection: Connection | None = None) -> Any:
+    """An Alembic ``Config`` for the store's migrations, sharing ``connection`` if given."""
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", migrations_path())
+    config.set_main_option("version_table", VERSION_TABLE)
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+@lru_cache(maxsize=1)
+def head_revision() -> str:
+    """The newest migration shipped with this version of the package."""
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    if head is None:  # pragma: no cover - the package always ships migrations
+        raise DatabaseError("the symfonic-store migrations have no head revision")
+    return head
+
+
+def current_revision(connection: Connection) -> str | None:
+    """The revision the database is at, or None when it has no store schema."""
+    if not sa.inspect(connection).has_table(VERSION_TABLE):
+        return None
+    version_table = sa.table(VERSION_TABLE, sa.column("version_num"))
+    row = connection.execute(sa.select(version_table.c.version_num)).first()
+    return None if row is None else str(row[0])
+
+
+def upgrade(connection: Connection, revision: str = "head") -> None:
+    """Migrate the database to ``revision`` (``head`` by default)."""
+    from alembic import command
+
+    command.upgrade(alembic_config(connection), revision)
+
+
+def downgrade(connection: Connection, revision: str) -> None:
+    """Migrate the database down to ``revision`` (``base`` removes the schema)."""
+    from alembic import command
+
+    command.downgrade(alembic_config(connection), revision)
+
+
+def require_current_schema(connection: Connection) -> None:
+    """Raise :class:`SchemaNotMigratedError` unless the database is at the head revision."""
+    current = current_revision(connection)
+    head = head_revision()
+    if current == head:
+        return
+    if current is None:
+        raise SchemaNotMigratedError(
+            f"the database has no symfonic-store schema (head is {head}): {UPGRADE_HINT}"
+        )
+    raise SchemaNotMigratedError(
+        f"the schema is at revision {current}, head is {head}: {UPGRADE_HINT}"
+    )

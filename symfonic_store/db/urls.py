@@ -1,0 +1,112 @@
+"""Database URLs: parsing, the drivers the store uses, and masking passwords in text."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from sqlalchemy.engine import URL, make_url
+
+from ..errors import InvalidInputError
+
+DEFAULT_URL = "sqlite:///symfonic_store.db"
+
+
+
+
+def parse_url(url: str | URL) -> URL:
+    """Parse a database URL, failing with an error that never shows the password."""
+    if isinstance(url, URL):
+        _check_url_text(url.render_as_string(hide_password=False))
+        return _password_out_of_query(url)
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidInputError("database URL", "give a URL such as sqlite:///symfonic_store.db")
+    _check_url_text(url)
+    try:
+        return _password_out_of_query(make_url(url.strip()))
+    except Exception:
+        raise InvalidInputError(
+            "database URL",
+            "not a database URL; use sqlite:///path/to/file.db or "
+            "postgresql+psycopg://user@host:5432/dbname",
+        ) from None
+
+
+def _password_out_of_query(url: URL) -> URL:
+    # libpq also takes the password as a query parameter (`?password=`), which
+    # SQLAlchemy's reprs do not mask: move it to where every repr hides it.
+    password = url.query.get("password")
+    if password is None or url.get_backend_name() != "postgresql":
+        return url
+    if isinstance(password, tuple):
+        password = password[-1]  # as libpq does, the last one wins
+    return url.difference_update_query(["password"]).set(password=password)
+
+
+def _check_url_text(text: str) -> None:
+    # Drivers and the file system fail on these with errors of their own; say it here.
+    if "\x00" in text:
+        raise InvalidInputError("database URL", "must not contain NUL characters")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError("database URL", "is not valid Unicode text") from None
+
+
+def safe_url(url: str | URL) -> str:
+    """The URL as text with any password masked: for messages and logs."""
+    try:
+        return parse_url(url).render_as_string(hide_password=True)
+    except InvalidInputError:
+        return "<unparseable URL>"
+
+
+def _backend(url: URL) -> str:
+    backend = url.get_backend_name()
+    if backend not in ("sqlite", "postgresql"):
+        raise InvalidInputError(
+            "database URL",
+            f"unsupported database {backend!r}: symfonic-store runs on SQLite "
+            "(sqlite:///file.db) and PostgreSQL (postgresql+psycopg://...)",
+        )
+    return backend
+
+
+def sync_url(url: str | URL) -> URL:
+    """The URL with the synchronous driver the store uses (pysqlite, psycopg 3)."""
+    parsed = parse_url(url)
+    if _backend(parsed) == "sqlite":
+        return parsed.set(drivername="sqlite+pysqlite")
+    return parsed.set(drivername="postgresql+psycopg")
+
+
+def async_url(url: str | URL) -> URL:
+    """The URL with the asyncio driver the store uses (aiosqlite, psycopg 3 async)."""
+    parsed = parse_url(url)
+    if _backend(parsed) == "sqlite":
+        return parsed.set(drivername="sqlite+aiosqlite")
+    return parsed.set(drivername="postgresql+psycopg")
+
+
+def _prepare_sqlite_path(url: URL) -> None:
+    # A newcomer's `sqlite:///data/store.db` should just work: create the folder.
+    database = url.database
+    if database and database != ":memory:" and not database.startswith("file:"):
+        folder = Path(database).expanduser().parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except (OSError, ValueError) as exc:
+            raise InvalidInputError(
+                "database URL",
+                f"cannot create the folder {str(folder)!r} for the SQLite file "
+                f"({getattr(exc, 'strerror', None) or exc}); choose a writable path",
+            ) from None
+
+
+_PASSWORD_IN_TEXT = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")
+_PASSWORD_SETTING = re.compile(r"(\b(?:ssl)?password\s*=\s*)('[^']*'|\S+)", re.IGNORECASE)
+
+
+def scrub(text: str) -> str:
+    """Mask anything that looks like a password in ``text``: in a URL, or ``password=...``."""
+    return _PASSWORD_SETTING.sub(r"\1***", _PASSWORD_IN_TEXT.sub(r"\1***@", text))

@@ -1,0 +1,219 @@
+"""``AsyncInterruptStore``: the asyncio runner of the store's operations.
+
+It drives the very plans :class:`~symfonic_store.InterruptStore` drives (see
+:mod:`symfonic_store.store.ops`): each database step through
+``AsyncConnection.run_sync``, each callback awaited when it returns an awaitable.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator
+from typing import Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, overload
+
+from sqlalchemy.engine import URL
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from .. import validation
+from ..db.engines import create_asyncio_engine
+from ..db.translate import translate_errors
+from ..db.urls import safe_url
+from . import execute
+from .lifecycle import ApproverPolicy
+from .ops import Call, Emit, Op, Operations, Plan, PlanFn, Step, advance, copy_face, start
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+class AsyncItems:
+    """What a streaming method returns: iterate with ``async for``, or await it for a list."""
+
+    def __init__(self, iterator: AsyncIterator[Any]) -> None:
+        self._iterator = iterator
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self._iterator
+
+    def __await__(self) -> Generator[Any, None, list[Any]]:
+        async def collect() -> list[Any]:
+            return [item async for item in self._iterator]
+
+        return collect().__await__()
+
+
+class _Operation(Generic[P, T]):
+    """A plan as a coroutine method of :class:`AsyncInterruptStore`."""
+
+    def __init__(self, plan: PlanFn[P, T]) -> None:
+        async def method(store: AsyncInterruptStore, /, *args: Any, **kwargs: Any) -> Any:
+            return await store._drive(plan(store._ops, *args, **kwargs))
+
+        copy_face(method, plan)
+        self.method = method
+
+    @overload
+    def __get__(
+        self, store: None, owner: type[Any]
+    ) -> Callable[Concatenate[AsyncInterruptStore, P], Coroutine[Any, Any, T]]: ...
+    @overload
+    def __get__(
+        self, store: AsyncInterruptStore, owner: type[Any]
+    ) -> Callable[P, Coroutine[Any, Any, T]]: ...
+    def __get__(self, store: AsyncInterruptStore | None, owner: type[Any]) -> Any:
+        return self.method if store is None else self.method.__get__(store, owner)
+
+
+class _Stream(Generic[P]):
+    """A streaming plan as a method of :class:`AsyncInterruptStore` returning AsyncItems."""
+
+    def __init__(self, plan: PlanFn[P, None]) -> None:
+        def method(store: AsyncInterruptStore, /, *args: Any, **kwargs: Any) -> AsyncItems:
+            return AsyncItems(store._stream(start(plan(store._ops, *args, **kwargs))))
+
+        copy_face(method, plan, returns="AsyncItems")
+        self.method = method
+
+    @overload
+    def __get__(
+        self, store: None, owner: type[Any]
+    ) -> Callable[Concatenate[AsyncInterruptStore, P], AsyncItems]: ...
+    @overload
+    def __get__(self, store: AsyncInterruptStore, owner: type[Any]) -> Callable[P, AsyncItems]: ...
+    def __get__(self, store: AsyncInterruptStore | None, owner: type[Any]) -> Any:
+        return self.method if store is None else self.method.__get__(store, owner)
+
+
+class AsyncInterruptStore:
+    """The asyncio store: the methods of :class:`InterruptStore`, as coroutines.
+
+    Accepts the same URLs (``sqlite:///...`` uses aiosqlite, ``postgresql+psycopg://``
+    psycopg's async mode) or an ``AsyncEngine``. Close it with ``await store.aclose()``.
+    """
+
+    def __init__(
+        self,
+        url_or_engine: str | URL | AsyncEngine,
+        *,
+        ttl_seconds: float | None = None,
+        approvers: Literal["payload"] | ApproverPolicy | None = None,
+        max_payload_bytes: int | None = validation.DEFAULT_MAX_PAYLOAD_BYTES,
+        sqlite_synchronous: str = "FULL",
+        busy_timeout: float = 5.0,
+    ) -> None:
+        self._ops = Operations(
+            ttl_seconds=ttl_seconds, approvers=approvers, max_payload_bytes=max_payload_bytes
+        )
+        self._owns_engine = not isinstance(url_or_engine, AsyncEngine)
+        self._engine = create_asyncio_engine(
+            url_or_engine, sqlite_synchronous=sqlite_synchronous, busy_timeout=busy_timeout
+        )
+        self._schema_ok = False
+
+    @property
+    def ttl_seconds(self) -> float | None:
+        """The store's TTL: the default for ``is_current``, ``sweep``, resume and routers."""
+        return self._ops.ttl_seconds
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The SQLAlchemy engine the store runs on."""
+        return self._engine
+
+    def __repr__(self) -> str:
+        return (
+            f"AsyncInterruptStore({safe_url(self._engine.url)!r}, "
+            f"ttl_seconds={self.ttl_seconds!r})"
+        )
+
+    async def __aenter__(self) -> AsyncInterruptStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Release the store's connections."""
+        if self._owns_engine:
+            await self._engine.dispose()
+
+    async def close(self) -> None:
+        """Release the store's connections."""
+        await self.aclose()
+
+    async def setup(self) -> None:
+        """Migrate the database to the newest schema (idempotent)."""
+        with translate_errors():
+            async with self._engine.connect() as aconn:
+                await aconn.run_sync(execute.setup)
+        self._schema_ok = True
+
+    # --- the runner ---------------------------------------------------------------
+
+    async def _run(self, op: Op[T]) -> T:
+        with translate_errors():
+            async with self._engine.connect() as aconn:
+                if not self._schema_ok:
+                    await aconn.run_sync(execute.check_schema)
+                    self._schema_ok = True
+                return await aconn.run_sync(execute.execute, op)
+
+    async def _step(self, step: Op[Any] | Call) -> Any:
+        if isinstance(step, Op):
+            return await self._run(step)
+        result = step.fn(*step.args)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    async def _drive(self, plan: Plan[T]) -> T:
+        """Run a plan to its result, throwing a failed step back into it."""
+        result: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                step = plan.send(result) if error is None else plan.throw(error)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            result, error = None, None
+            assert not isinstance(step, Emit), "a value plan emitted items"
+            try:
+                result = await self._step(step)
+            except Exception as exc:
+                error = exc
+
+    async def _stream(self, started: tuple[Plan[None], Step | None]) -> AsyncIterator[Any]:
+        plan, step = started
+        while step is not None:
+            result: Any = None
+            error: BaseException | None = None
+            if isinstance(step, Emit):
+                for item in step.items:
+                    yield item
+            else:
+                try:
+                    result = await self._step(step)
+                except Exception as exc:
+                    error = exc
+            step = advance(plan, result, error)
+
+    # --- the operations (see store/ops.py) -----------------------------------------
+
+    mint = _Operation(Operations.mint)
+    record_route = _Operation(Operations.record_route)
+    record_router_decision = _Operation(Operations.record_router_decision)
+    resume = _Operation(Operations.resume)
+    admit_node_resume = _Operation(Operations.admit_node_resume)
+    expire = _Operation(Operations.expire)
+    sweep = _Operation(Operations.sweep)
+    rebuild_projection = _Operation(Operations.rebuild_projection)
+    pending = _Operation(Operations.pending)
+    state = _Operation(Operations.state)
+    is_current = _Operation(Operations.is_current)
+    list_pending = _Operation(Operations.list_pending)
+    history = _Operation(Operations.history)
+    events = _Operation(Operations.events)
+    iter_events = _Stream(Operations.iter_events)
+    replay = _Stream(Operations.replay)
+    audit = _Operation(Operations.audit)
+    verify = _Operation(Operations.verify)

@@ -1,0 +1,67 @@
+"""Running one :class:`~symfonic_store.store.ops.Op` on a synchronous connection.
+
+Both runners end here: the sync store on a pooled connection, the async store inside
+``AsyncConnection.run_sync``. A write runs in a retried write transaction
+(:func:`~symfonic_store.store.append.run_write`), a read in a plain one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from sqlalchemy.engine import Connection
+
+from ..append import run_write
+from ..db.executor import executor_for
+from ..db.migrate import require_current_schema, upgrade
+from ..db.translate import translate_errors
+from .ops import Op
+
+T = TypeVar("T")
+
+
+def _read_in_tx(conn: Connection, fn: Callable[[Connection], T]) -> T:
+    with conn.begin():
+        return fn(conn)
+
+
+def _settle(conn: Connection, settled: Callable[[Connection], tuple[bool, T]]) -> tuple[bool, T]:
+    """Run a read-only check. Where the executor allows it (SQLite's cursor path) its
+    statements run outside any transaction, each one atomic on its own (the checks read
+    one fact that, once true, stays true), which spares a BEGIN and COMMIT; elsewhere in
+    a read transaction."""
+    if not executor_for(conn).reads_outside_transaction:
+        return _read_in_tx(conn, settled)
+    try:
+        return settled(conn)
+    finally:
+        if conn.in_transaction():  # a statement that went through SQLAlchemy after all
+            conn.commit()
+
+
+def execute(conn: Connection, op: Op[T]) -> T:
+    """Run ``op`` on ``conn``: a write in a retried write transaction, a read in a plain one."""
+    with translate_errors():
+        if not op.write:
+            return _read_in_tx(conn, op.fn)
+        if op.settled is not None:
+            done, result = _settle(conn, op.settled)
+            if done:
+                return result
+        return run_write(conn, op.fn)
+
+
+def setup(conn: Connection) -> None:
+    """Migrate to head; two processes running it at once do not both create the tables."""
+    with translate_errors():
+        with conn.begin():
+            executor_for(conn).lock_setup(conn)
+            upgrade(conn)
+
+
+def check_schema(conn: Connection) -> None:
+    """Raise :class:`~symfonic_store.SchemaNotMigratedError` unless the schema is at head."""
+    with translate_errors():
+        with conn.begin():
+            require_current_schema(conn)

@@ -1,0 +1,528 @@
+"""The table of operations both stores share: every public method, written once.
+
+Each public store method is a *plan* here: a generator function with the method's own
+signature and docstring, which validates its arguments, then yields the steps it needs
+and returns the method's result. A step is one of
+
+- :class:`Op`: a function of a synchronous ``Connection`` (run in a transaction);
+- :class:`Call`: a user callback (``on_expired``), run outside any transaction;
+- :class:`Emit`: items handed to the caller of a streaming method (``iter_events``).
+
+Two thin runners drive the same plans: :class:`~symfonic_store.InterruptStore` runs
+each ``Op`` on a pooled connection, :class:`~symfonic_store.AsyncInterruptStore`
+through ``AsyncConnection.run_sync`` (and awaits callbacks that return awaitables). A
+step that raises is thrown back into its plan, so a plan can keep what it already did
+(the sweep reports the batches it committed). :func:`operation` and :func:`stream`
+turn a plan into a method of each runner, with the plan's signature and docstring, so
+the two public surfaces cannot drift.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import time
+from collections.abc import Callable, Generator, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
+
+from sqlalchemy.engine import Connection
+
+from .. import validation
+from ..db.statements import (
+    all_events_by_thread_query,
+    events_after_query,
+    load_thread,
+    pending_threads,
+    read_page,
+    stream_events,
+    thread_events_query,
+)
+from ..errors import InvalidInputError
+from ..events import StoredEvent
+from ..projection import ThreadState
+from ..protocol import PENDING_KEY, interrupt_pending_is_current, normalize_response
+from ..services.audit import AuditRecord, audit
+from ..services.rebuild import Progress, rebuild
+from ..services.replay import Replay
+from ..services.sweep import SweepReport, sweep_batch
+from ..services.verify import VerifyReport, verify_events
+from . import lifecycle
+from .lifecycle import ApproverPolicy, Rules, payload_approvers
+
+if TYPE_CHECKING:
+    from langgraph.types import Command
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+OnExpired = Callable[[str, str, str], Any]
+"""``on_expired(thread_id, interrupt_id, reason)``; the async store awaits an awaitable."""
+
+
+@dataclass(frozen=True, slots=True)
+class Op(Generic[T]):
+    """One database step: a function of a ``Connection``, and whether it writes."""
+
+    fn: Callable[[Connection], T]
+    write: bool
+    settled: Callable[[Connection], tuple[bool, T]] | None = None
+    """A read-only check run first (no write lock): ``(True, result)`` proves the write
+    would record nothing and answers the call; ``(False, _)`` falls back to ``fn``,
+    which decides again under the write lock."""
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A user callback, called by the runner outside any transaction."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Emit:
+    """Items a streaming plan hands to its caller."""
+
+    items: Iterable[Any]
+
+
+Step = Op[Any] | Call | Emit
+Plan = Generator[Step, Any, T]
+
+PAGE_SIZE = 1000
+
+
+def _approver_policy(approvers: Any) -> ApproverPolicy | None:
+    if approvers is None:
+        return None
+    if approvers == "payload":
+        return payload_approvers
+    if callable(approvers):
+        return approvers  # type: ignore[no-any-return]
+    raise InvalidInputError(
+        "approvers", "must be None, 'payload' or a callable(thread_id, marker, actor) -> bool"
+    )
+
+
+def recorded_response(value: Any) -> Any:
+    """N2 as the store records it (JSON-ready), its failures as :class:`InvalidInputError`.
+
+    The one normaliser of ``store.resume`` and of the interrupt node's path.
+    """
+    try:
+        return normalize_response(value, json_ready=True)
+    except RecursionError:
+        raise InvalidInputError("response", "is nested too deeply to record") from None
+    except Exception as exc:  # model_dump() or str() of a hostile object
+        raise InvalidInputError(
+            "response", f"cannot be turned into JSON ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def response_dict(value: Any) -> dict[str, Any]:
+    """What ``store.resume`` records and sends: N2, always a dict.
+
+    ``None`` is an acknowledgement (``{}``); a model that dumps to something other than
+    a dict (a RootModel of a list, say) travels as ``{"value": str(dump)}`` like a scalar.
+    """
+    if value is None:
+        return {}
+    response = recorded_response(value)
+    return response if isinstance(response, dict) else {"value": str(response)}
+
+
+def _state_of(thread: ThreadState | None) -> dict[str, Any]:
+    if thread is None:
+        return {PENDING_KEY: None, "run_id": None}
+    return thread.as_state()
+
+
+class Operations:
+    """The store's settings and every public operation, as plans (see the module doc).
+
+    Raises (every method): :class:`~symfonic_store.InvalidInputError` for a bad argument,
+    before anything is written.
+    """
+
+    def __init__(
+        self,
+        *,
+        ttl_seconds: float | None,
+        approvers: Any,
+        max_payload_bytes: int | None,
+    ) -> None:
+        self.ttl_seconds = validation.ttl(ttl_seconds)
+        self.max_payload_bytes = validation.positive_int(
+            max_payload_bytes, "max_payload_bytes", optional=True
+        )
+        self.rules = Rules(ttl_seconds=self.ttl_seconds, approvers=_approver_policy(approvers))
+
+    def ttl(self, ttl_seconds: Any) -> float | None:
+        """A TTL argument, or the store's TTL when it is None."""
+        checked = validation.ttl(ttl_seconds)
+        return self.ttl_seconds if checked is None else checked
+
+    # --- writes ---------------------------------------------------------------
+
+    def mint(self, thread_id: str, marker: dict[str, Any], *, actor: str | None = None) -> Plan[bool]:
+        """Record ``interrupt.minted``; returns False when the interrupt was already seen.
+
+        ``marker`` is the ``_interrupt_pending`` dict or the whole update containing it.
+        Minting while another interrupt is pending expires that one (``superseded``).
+
+        Raises:
+            InvalidMarkerError: not a dict, or ``name``/``interrupt_id`` missing.
+            InvalidInputError: a bad thread id, actor or payload.
+        """
+        t = validation.required_id(thread_id, "thread_id")
+        m = validation.marker(marker, max_bytes=self.max_payload_bytes)
+        a = validation.text_id(actor, "actor", optional=True)
+        minted: bool = yield Op(
+            partial(lifecycle.mint, thread_id=t, marker=m, actor=a),
+            write=True,
+            settled=partial(lifecycle.mint_settled, thread_id=t, interrupt_id=m["interrupt_id"]),
+        )
+        return minted
+
+    def record_route(
+        self,
+        thread_id: str,
+        route: str,
+        *,
+        run_id: str | None = None,
+        reason: str | None = None,
+        interrupt_id: str | None = None,
+    ) -> Plan[None]:
+        """Record ``route.decided`` (and the thread's ``run_id`` when given).
+
+        ``interrupt_id`` is the marker the decision looked at; by default the pending one.
+        """
+        fn = partial(
+            lifecycle.record_route,
+            thread_id=validation.required_id(thread_id, "thread_id"),
+            route=validation.route(route),
+            run_id=validation.run_id(run_id),
+            reason=validation.route_reason(reason),
+            interrupt_id=validation.text_id(interrupt_id, "interrupt_id", optional=True),
+        )
+        yield Op(fn, write=True)
+
+    def record_router_decision(
+        self, thread_id: str, state: dict[str, Any], route: str, *, ttl_seconds: float | None = None
+    ) -> Plan[None]:
+        """What a router saw in a graph state, in one transaction (used by the router)."""
+        t = validation.required_id(thread_id, "thread_id")
+        if not isinstance(state, dict):
+            raise InvalidInputError("state", f"must be a dict, got {type(state).__name__}")
+        r = validation.route(route)
+        raw = state.get(PENDING_KEY)
+        marker = (
+            validation.marker(raw, max_bytes=self.max_payload_bytes)
+            if isinstance(raw, dict) and raw
+            else None
+        )
+        validation.run_id(state.get("run_id"), "state.run_id")
+        view = {PENDING_KEY: raw, "run_id": state.get("run_id")}
+        fn = partial(
+            lifecycle.record_router_decision,
+            thread_id=t,
+            state=view,
+            route=r,
+            marker=marker,
+            ttl_seconds=self.ttl(ttl_seconds),
+        )
+        yield Op(fn, write=True)
+
+    def resume(
+        self, thread_id: str, interrupt_id: str, response: Any = None, *, actor: str
+    ) -> Plan[Command[Any]]:
+        """Admit a person's answer exactly once; returns the ``Command`` to resume the graph.
+
+        ``None`` (or a field-less model) is an acknowledgement. Repeating the identical
+        call returns the same command without a new event. ``actor`` is recorded as
+        given: the caller vouches for it (the HTTP service passes the authenticated one).
+
+        Raises:
+            UnknownInterruptError: nothing with that id was minted on the thread.
+            InterruptAlreadyResolvedError: someone else (or another answer) got there first.
+            InterruptExpiredError: it is expired, or stale by TTL/run_id (now recorded).
+            ResumeNotAllowedError: the approvers policy refuses ``actor``.
+            InvalidInputError: bad ids, or a response that is not JSON.
+        """
+        t = validation.required_id(thread_id, "thread_id")
+        i = validation.required_id(interrupt_id, "interrupt_id")
+        a = validation.required_id(actor, "actor")
+        r = validation.json_value(
+            response_dict(response), "response", max_bytes=self.max_payload_bytes
+        )
+        admitted: Any = yield Op(
+            partial(
+                lifecycle.resume, rules=self.rules, thread_id=t, interrupt_id=i, response=r, actor=a
+            ),
+            write=True,
+        )
+        from langgraph.types import Command  # the graph machinery only when a command is made
+
+        from ..protocol import encode_resume
+
+        return Command(resume=encode_resume(admitted))
+
+    def admit_node_resume(
+        self, thread_id: str, pending: dict[str, Any], resume_value: Any, *, actor: str | None
+    ) -> Plan[dict[str, Any]]:
+        """The interrupt node's check of an answer it received (see create_interrupt_node)."""
+        t = validation.required_id(thread_id, "thread_id")
+        if not isinstance(pending, dict):
+            raise InvalidInputError("state._interrupt_pending", "must be a dict marker")
+        i = validation.required_id(pending.get("interrupt_id"), "marker.interrupt_id")
+        a = validation.text_id(actor, "actor", optional=True)
+        # What the seed node hands the agent (N2), as the JSON the store records.
+        response = validation.json_value(
+            recorded_response(resume_value) if resume_value is not None else {},
+            "response",
+            max_bytes=self.max_payload_bytes,
+        )
+        fn = partial(
+            lifecycle.resume,
+            rules=self.rules,
+            thread_id=t,
+            interrupt_id=i,
+            response=response,
+            actor=a,
+            from_node=True,
+        )
+        settled = partial(
+            lifecycle.node_resume_settled, thread_id=t, interrupt_id=i, response=response
+        )
+        admitted: dict[str, Any] = yield Op(fn, write=True, settled=settled)
+        return admitted
+
+    def expire(
+        self,
+        thread_id: str,
+        interrupt_id: str,
+        *,
+        reason: str = "cancelled",
+        actor: str | None = None,
+    ) -> Plan[None]:
+        """Declare a pending interrupt dead (``detected_by: api``).
+
+        Raises:
+            UnknownInterruptError, InterruptAlreadyResolvedError, InterruptExpiredError.
+        """
+        fn = partial(
+            lifecycle.expire,
+            thread_id=validation.required_id(thread_id, "thread_id"),
+            interrupt_id=validation.required_id(interrupt_id, "interrupt_id"),
+            reason=validation.expiry_reason(reason),
+            actor=validation.text_id(actor, "actor", optional=True),
+        )
+        yield Op(fn, write=True)
+
+    def sweep(
+        self,
+        *,
+        ttl_seconds: float | None = None,
+        dry_run: bool = False,
+        batch_size: int = 500,
+        on_expired: OnExpired | None = None,
+    ) -> Plan[SweepReport]:
+        """Expire every stale pending interrupt (TTL passed or run moved on).
+
+        ``on_expired(thread_id, interrupt_id, reason)`` is called after each batch of
+        expiries is committed (use :func:`~symfonic_store.make_graph_waker` to wake the
+        graphs; the async store awaits a coroutine function); a callback that raises is
+        reported in ``wake_failures``.
+        """
+        if not isinstance(dry_run, bool):
+            raise InvalidInputError("dry_run", "must be True or False")
+        size = validation.positive_int(batch_size, "batch_size")
+        assert size is not None
+        ttl = self.ttl(ttl_seconds)
+        report = SweepReport(dry_run=dry_run, ttl_seconds=ttl)
+        after = ""
+        while True:
+            batch = yield Op(
+                partial(
+                    sweep_batch,
+                    ttl_seconds=ttl,
+                    after_thread=after,
+                    batch_size=size,
+                    dry_run=dry_run,
+                ),
+                write=not dry_run,
+            )
+            report.expired.extend(batch.expired)
+            if on_expired is not None and not dry_run:
+                for thread_id, interrupt_id, reason in batch.expired:
+                    try:
+                        yield Call(on_expired, (thread_id, interrupt_id, reason))
+                    except Exception as exc:
+                        report.wake_failed(thread_id, interrupt_id, exc)
+            if batch.last_thread is None:
+                return report
+            after = batch.last_thread
+
+    def rebuild_projection(self, *, progress: Progress | None = None) -> Plan[int]:
+        """Rebuild the projection from the events; returns the number of events folded."""
+        folded: int = yield Op(partial(rebuild, progress=progress), write=True)
+        return folded
+
+    # --- reads ----------------------------------------------------------------
+
+    def _thread(self, thread_id: Any) -> Op[ThreadState | None]:
+        t = validation.required_id(thread_id, "thread_id")
+        return Op(partial(load_thread, thread_id=t, for_update=False), write=False)
+
+    def pending(self, thread_id: str) -> Plan[dict[str, Any] | None]:
+        """The thread's projected ``_interrupt_pending`` (the seed's shape), or None."""
+        thread = yield self._thread(thread_id)
+        pending: dict[str, Any] | None = _state_of(thread)[PENDING_KEY]
+        return pending
+
+    def state(self, thread_id: str) -> Plan[dict[str, Any]]:
+        """``{"_interrupt_pending": ..., "run_id": ...}`` as projected from the events."""
+        thread = yield self._thread(thread_id)
+        return _state_of(thread)
+
+    def is_current(self, thread_id: str, ttl_seconds: float | None = None) -> Plan[bool]:
+        """The seed predicate on the projected state (the store's TTL by default)."""
+        ttl = self.ttl(ttl_seconds)
+        thread = yield self._thread(thread_id)
+        return interrupt_pending_is_current(_state_of(thread), ttl)
+
+    def list_pending(
+        self, *, older_than: float | None = None, limit: int | None = None
+    ) -> Plan[list[dict[str, Any]]]:
+        """Pending interrupts across all threads, oldest first: each marker plus ``thread_id``."""
+        age = validation.ttl(older_than, "older_than")
+        n = validation.positive_int(limit, "limit", optional=True)
+
+        def run(conn: Connection) -> list[dict[str, Any]]:
+            since_before = None if age is None else time.time() - age
+            rows = pending_threads(conn, since_before=since_before, limit=n)
+            return [{**(r.pending or {}), "thread_id": r.thread_id} for r in rows]
+
+        items: list[dict[str, Any]] = yield Op(run, write=False)
+        return items
+
+    def history(self, thread_id: str) -> Plan[list[StoredEvent]]:
+        """The thread's events in order."""
+        t = validation.required_id(thread_id, "thread_id")
+        events: list[StoredEvent] = yield Op(
+            partial(read_page, query=thread_events_query(t)), write=False
+        )
+        return events
+
+    def events(self, *, after: int = 0, limit: int | None = None) -> Plan[list[StoredEvent]]:
+        """Events after a global position, in position order (page with ``limit``)."""
+        a = validation.non_negative_int(after, "after")
+        n = validation.positive_int(limit, "limit", optional=True)
+        events: list[StoredEvent] = yield Op(
+            partial(read_page, query=events_after_query(a, n)), write=False
+        )
+        return events
+
+    def iter_events(self, *, after: int = 0, page_size: int = PAGE_SIZE) -> Plan[None]:
+        """Every event after ``after`` in position order, fetched page by page."""
+        cursor = validation.non_negative_int(after, "after")
+        size = validation.positive_int(page_size, "page_size")
+        assert size is not None
+        while True:
+            page: list[StoredEvent] = yield Op(
+                partial(read_page, query=events_after_query(cursor, size)), write=False
+            )
+            yield Emit(page)
+            if len(page) < size:
+                return
+            cursor = page[-1].position
+
+    def replay(self, thread_id: str, *, until: int | datetime | None = None) -> Plan[None]:
+        """Each event of the thread with the state after it; ``until`` a position or time.
+
+        Iterate the result (``async for`` on the async store, or ``await`` it for a
+        list). The events are read in pages by version, each page in a short read.
+        """
+        t = validation.required_id(thread_id, "thread_id")
+        bound = validation.as_of(until)
+        if isinstance(bound, datetime):
+            query = thread_events_query(t, until_time=bound)
+        else:
+            query = thread_events_query(t, until_position=bound)
+        fold = Replay(t)
+        last_version = 0
+        while True:
+            page_query = query.where(query.selected_columns.version > last_version).limit(PAGE_SIZE)
+            page: list[StoredEvent] = yield Op(partial(read_page, query=page_query), write=False)
+            yield Emit(fold.steps(page))
+            if len(page) < PAGE_SIZE:
+                return
+            last_version = page[-1].version
+
+    def audit(
+        self,
+        *,
+        thread_id: str | None = None,
+        actor: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+    ) -> Plan[list[AuditRecord]]:
+        """One record per interrupt, oldest first: who answered what, and when."""
+        fn = partial(
+            audit,
+            thread_id=validation.text_id(thread_id, "thread_id", optional=True),
+            actor=validation.text_id(actor, "actor", optional=True),
+            since=validation.moment(since, "since"),
+            until=validation.moment(until, "until"),
+        )
+        records: list[AuditRecord] = yield Op(fn, write=False)
+        return records
+
+    def verify(self, thread_id: str | None = None) -> Plan[VerifyReport]:
+        """Check the hash chains; the report names the first broken link per thread."""
+        t = validation.text_id(thread_id, "thread_id", optional=True)
+        report: VerifyReport = yield Op(
+            lambda conn: verify_events(stream_events(conn, all_events_by_thread_query(t))),
+            write=False,
+        )
+        return report
+
+
+# --- turning plans into methods of the two runners -----------------------------------
+
+
+def start(plan: Plan[None]) -> tuple[Plan[None], Step | None]:
+    """Run a streaming plan to its first step now, so bad arguments fail at the call."""
+    return plan, advance(plan, None, None)
+
+
+def advance(plan: Plan[Any], result: Any, error: BaseException | None) -> Step | None:
+    """Send a step's result (or throw its error) into a streaming plan: its next step."""
+    try:
+        return plan.send(result) if error is None else plan.throw(error)
+    except StopIteration:
+        return None
+
+
+PlanFn = Callable[Concatenate[Operations, P], Plan[T]]
+
+
+def copy_face(method: Callable[..., Any], plan: Callable[..., Any], returns: str | None = None) -> None:
+    """Give a runner's method the plan's name, docstring and signature (``self`` = the store).
+
+    The return annotation is what the method returns: ``T`` of the plan's ``Plan[T]``,
+    or ``returns`` when given (the iterators of streaming plans).
+    """
+    functools.update_wrapper(
+        method, plan, assigned=("__name__", "__qualname__", "__doc__"), updated=()
+    )
+    signature = inspect.signature(plan)
+    annotation = signature.return_annotation
+    if returns is not None:
+        annotation = returns
+    elif isinstance(annotation, str) and annotation.startswith("Plan[") and annotation.endswith("]"):
+        annotation = annotation[len("Plan[") : -1]
+    method.__signature__ = signature.replace(return_annotation=annotation)  # type: ignore[attr-defined]

@@ -1,0 +1,196 @@
+"""``InterruptStore``: the synchronous runner of the store's operations.
+
+Every public method is a plan of :class:`~symfonic_store.store.ops.Operations`; this
+class only drives plans: each database step on a pooled connection, each callback in
+line. :class:`~symfonic_store.AsyncInterruptStore` drives the same plans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, overload
+
+from sqlalchemy.engine import URL, Engine
+
+from .. import validation
+from ..db.engines import create_sync_engine
+from ..db.translate import translate_errors
+from ..db.urls import safe_url
+from . import execute
+from .lifecycle import ApproverPolicy
+from .ops import Call, Emit, Op, Operations, Plan, PlanFn, Step, advance, copy_face, start
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+class _Operation(Generic[P, T]):
+    """A plan as a method of :class:`InterruptStore`."""
+
+    def __init__(self, plan: PlanFn[P, T]) -> None:
+        def method(store: InterruptStore, /, *args: Any, **kwargs: Any) -> Any:
+            return store._drive(plan(store._ops, *args, **kwargs))
+
+        copy_face(method, plan)
+        self.method = method
+
+    @overload
+    def __get__(self, store: None, owner: type[Any]) -> Callable[Concatenate[InterruptStore, P], T]: ...
+    @overload
+    def __get__(self, store: InterruptStore, owner: type[Any]) -> Callable[P, T]: ...
+    def __get__(self, store: InterruptStore | None, owner: type[Any]) -> Any:
+        return self.method if store is None else self.method.__get__(store, owner)
+
+
+class _Stream(Generic[P]):
+    """A streaming plan as a method of :class:`InterruptStore` returning an iterator."""
+
+    def __init__(self, plan: PlanFn[P, None]) -> None:
+        def method(store: InterruptStore, /, *args: Any, **kwargs: Any) -> Iterator[Any]:
+            return store._stream(start(plan(store._ops, *args, **kwargs)))
+
+        copy_face(method, plan, returns="Iterator")
+        self.method = method
+
+    @overload
+    def __get__(
+        self, store: None, owner: type[Any]
+    ) -> Callable[Concatenate[InterruptStore, P], Iterator[Any]]: ...
+    @overload
+    def __get__(self, store: InterruptStore, owner: type[Any]) -> Callable[P, Iterator[Any]]: ...
+    def __get__(self, store: InterruptStore | None, owner: type[Any]) -> Any:
+        return self.method if store is None else self.method.__get__(store, owner)
+
+
+class InterruptStore:
+    """The synchronous store.
+
+    Args:
+        url_or_engine: ``sqlite:///path.db`` (the embedded default),
+            ``postgresql+psycopg://user@host/db``, or a SQLAlchemy ``Engine``.
+        ttl_seconds: how long a pending interrupt stays current; None for no TTL.
+        approvers: who may resume: None (anyone), ``"payload"`` (the marker payload's
+            ``approvers`` list, when it has one) or ``callable(thread_id, marker, actor)``.
+            The actor is whatever the caller passes: the Python API and the CLI trust
+            their caller; the HTTP service passes the authenticated principal.
+        max_payload_bytes: the largest JSON payload or response accepted (1 MiB).
+        sqlite_synchronous: SQLite's ``synchronous`` pragma; ``FULL`` by default.
+        busy_timeout: seconds a SQLite writer waits for the write lock.
+
+    Raises:
+        InvalidInputError: a bad URL or option (the message never shows a password).
+    """
+
+    def __init__(
+        self,
+        url_or_engine: str | URL | Engine,
+        *,
+        ttl_seconds: float | None = None,
+        approvers: Literal["payload"] | ApproverPolicy | None = None,
+        max_payload_bytes: int | None = validation.DEFAULT_MAX_PAYLOAD_BYTES,
+        sqlite_synchronous: str = "FULL",
+        busy_timeout: float = 5.0,
+    ) -> None:
+        self._ops = Operations(
+            ttl_seconds=ttl_seconds, approvers=approvers, max_payload_bytes=max_payload_bytes
+        )
+        self._owns_engine = not isinstance(url_or_engine, Engine)
+        self._engine = create_sync_engine(
+            url_or_engine, sqlite_synchronous=sqlite_synchronous, busy_timeout=busy_timeout
+        )
+        self._schema_ok = False
+
+    @property
+    def ttl_seconds(self) -> float | None:
+        """The store's TTL: the default for ``is_current``, ``sweep``, resume and routers."""
+        return self._ops.ttl_seconds
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine the store runs on."""
+        return self._engine
+
+    def __repr__(self) -> str:
+        return f"InterruptStore({safe_url(self._engine.url)!r}, ttl_seconds={self.ttl_seconds!r})"
+
+    def __enter__(self) -> InterruptStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the store's connections."""
+        if self._owns_engine:
+            self._engine.dispose()
+
+    def setup(self) -> None:
+        """Migrate the database to the newest schema (idempotent)."""
+        with translate_errors(), self._engine.connect() as conn:
+            execute.setup(conn)
+        self._schema_ok = True
+
+    # --- the runner ---------------------------------------------------------------
+
+    def _run(self, op: Op[T]) -> T:
+        with translate_errors(), self._engine.connect() as conn:
+            if not self._schema_ok:
+                execute.check_schema(conn)
+                self._schema_ok = True
+            return execute.execute(conn, op)
+
+    def _step(self, step: Op[Any] | Call) -> Any:
+        if isinstance(step, Op):
+            return self._run(step)
+        return step.fn(*step.args)
+
+    def _drive(self, plan: Plan[T]) -> T:
+        """Run a plan to its result, throwing a failed step back into it."""
+        result: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                step = plan.send(result) if error is None else plan.throw(error)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            result, error = None, None
+            assert not isinstance(step, Emit), "a value plan emitted items"
+            try:
+                result = self._step(step)
+            except Exception as exc:
+                error = exc
+
+    def _stream(self, started: tuple[Plan[None], Step | None]) -> Iterator[Any]:
+        plan, step = started
+        while step is not None:
+            result: Any = None
+            error: BaseException | None = None
+            if isinstance(step, Emit):
+                yield from step.items
+            else:
+                try:
+                    result = self._step(step)
+                except Exception as exc:
+                    error = exc
+            step = advance(plan, result, error)
+
+    # --- the operations (see store/ops.py) -----------------------------------------
+
+    mint = _Operation(Operations.mint)
+    record_route = _Operation(Operations.record_route)
+    record_router_decision = _Operation(Operations.record_router_decision)
+    resume = _Operation(Operations.resume)
+    admit_node_resume = _Operation(Operations.admit_node_resume)
+    expire = _Operation(Operations.expire)
+    sweep = _Operation(Operations.sweep)
+    rebuild_projection = _Operation(Operations.rebuild_projection)
+    pending = _Operation(Operations.pending)
+    state = _Operation(Operations.state)
+    is_current = _Operation(Operations.is_current)
+    list_pending = _Operation(Operations.list_pending)
+    history = _Operation(Operations.history)
+    events = _Operation(Operations.events)
+    iter_events = _Stream(Operations.iter_events)
+    replay = _Stream(Operations.replay)
+    audit = _Operation(Operations.audit)
+    verify = _Operation(Operations.verify)
