@@ -36,3 +36,25 @@ def test_readme_python_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert 'The approver said: {"approved": true}' in out
     assert "alice" in out
     assert "sweep expired" in out
+
+
+def test_readme_graph_module_only_builds_the_graph(tmp_path: Path) -> None:
+    """The README's `--graph` module runs nothing on import: `sweep --format json` prints only JSON."""
+    import json
+    import subprocess
+    import sys
+
+    block = next(b for b in python_blocks() if b.startswith("# refund_agent/app.py"))
+    package = tmp_path / "refund_agent"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "app.py").write_text(block)
+    cli = [sys.executable, "-m", "symfonic_store.cli", "--db", "sqlite:///agent.db"]
+    subprocess.run([*cli, "db", "upgrade"], cwd=tmp_path, check=True, capture_output=True)
+    done = subprocess.run(
+        [*cli, "sweep", "--graph", "refund_agent.app:graph", "--format", "json"],
+        cwd=tmp_path, capture_output=True, text=True, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["expired"] == [] and report["woken"] == 0
