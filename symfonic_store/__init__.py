@@ -11,10 +11,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
+    AnswerNotTakenError,
     ConcurrencyConflictError,
     DatabaseError,
     InterruptAlreadyResolvedError,
     InterruptExpiredError,
+    InterruptInProgressError,
     InterruptStateError,
     InvalidInputError,
     InvalidMarkerError,
@@ -49,6 +51,7 @@ from .store import AsyncInterruptStore, InterruptStore
 
 if TYPE_CHECKING:
     from .langgraph import (
+        InterruptGateway,
         InterruptRequest,
         InterruptState,
         create_interrupt_node,
@@ -64,6 +67,7 @@ __version__ = "0.1.0"
 # The LangGraph integration imports LangGraph and LangChain (seconds of CPU): its names
 # load on first use, so the store, the CLI and `--help` start without them.
 _LAZY = {
+    "InterruptGateway": "langgraph",
     "InterruptRequest": "langgraph",
     "InterruptState": "langgraph",
     "create_interrupt_node": "langgraph",
@@ -105,7 +109,10 @@ __all__ = [
     "INTERRUPT_ACK_SENTINEL",
     "ConcurrencyConflictError",
     "DatabaseError",
+    "AnswerNotTakenError",
     "InterruptAlreadyResolvedError",
+    "InterruptGateway",
+    "InterruptInProgressError",
     "InterruptExpiredError",
     "InterruptRequest",
     "InterruptState",

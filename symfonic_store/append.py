@@ -18,7 +18,9 @@ from typing import Any, TypeVar
 from sqlalchemy.engine import Connection
 
 from .db.statements import (
+    delete_open_interrupts,
     insert_events,
+    insert_open_interrupts,
     insert_threads,
     load_thread,
     lock_positions,
@@ -26,8 +28,8 @@ from .db.statements import (
 )
 from .db.translate import translate_errors
 from .errors import ConcurrencyConflictError, SymfonicStoreError
-from .events import NewEvent, seal
-from .projection import ThreadState, apply
+from .events import ENDINGS, MINTED, NewEvent, seal
+from .projection import ThreadState, apply, is_native_mint, open_from_event
 
 T = TypeVar("T")
 
@@ -49,7 +51,7 @@ def utc_now() -> datetime:
 class ThreadWriter:
     """Appends events to one thread inside the caller's transaction."""
 
-    __slots__ = ("_existed", "conn", "new_events", "state")
+    __slots__ = ("_existed", "closed", "conn", "new_events", "opened", "state")
 
     def __init__(self, conn: Connection, thread_id: str, state: ThreadState | None = None) -> None:
         self.conn = conn
@@ -58,6 +60,10 @@ class ThreadWriter:
         self._existed = state is not None
         self.state = state if state is not None else ThreadState(thread_id)
         self.new_events: list[NewEvent] = []
+        self.opened: list[dict[str, Any]] = []
+        """Rows of LangGraph interrupts minted here (the open-interrupts projection)."""
+        self.closed: list[str] = []
+        """Ids of LangGraph interrupts ended here."""
 
     @property
     def thread_id(self) -> str:
@@ -91,6 +97,10 @@ class ThreadWriter:
             ),
             self.state.last_hash,
         )
+        if type == MINTED and is_native_mint(data):
+            self.opened.append(open_from_event(event))
+        elif type in ENDINGS and interrupt_id != self.state.pending_interrupt_id:
+            self.closed.append(str(interrupt_id))
         apply(self.state, event)
         self.new_events.append(event)
         return event
@@ -106,9 +116,17 @@ def flush(conn: Connection, writers: Sequence[ThreadWriter]) -> int:
     insert_events(conn, new_events)
     insert_threads(conn, [w.state for w in dirty if not w._existed])
     update_threads(conn, [w.state for w in dirty if w._existed])
+    opened = [row for w in dirty for row in w.opened]
+    closed = [(w.thread_id, i) for w in dirty for i in w.closed]
+    if opened:
+        insert_open_interrupts(conn, opened)
+    if closed:
+        delete_open_interrupts(conn, closed)
     for w in dirty:
         w._existed = True
         w.new_events = []
+        w.opened = []
+        w.closed = []
     return len(new_events)
 
 

@@ -11,7 +11,9 @@ command line) can catch the whole family in one ``except``::
     │   ├── UnknownInterruptError    no such interrupt on this thread
     │   ├── InterruptAlreadyResolvedError   it already has its one ending
     │   ├── InterruptExpiredError    it is (or just became) expired
-    │   └── ResumeNotAllowedError    the approvers policy refuses this actor
+    │   ├── ResumeNotAllowedError    the approvers policy refuses this actor
+    │   ├── InterruptInProgressError another answer holds the claim (gateway)
+    │   └── AnswerNotTakenError      the graph did not take the answer (gateway)
     ├── ConcurrencyConflictError     a racing writer won; retry
     ├── SchemaNotMigratedError       the database is behind the migrations
     └── DatabaseError                the database could not be reached or failed
@@ -75,6 +77,31 @@ class ResumeNotAllowedError(InterruptStateError):
     """The configured approvers policy does not allow this actor to resume."""
 
 
+class InterruptInProgressError(InterruptStateError):
+    """Another answer claimed the interrupt and its graph run has not settled yet."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        thread_id: str,
+        interrupt_id: str,
+        claimant: str | None = None,
+        claimed_at: float | None = None,
+    ) -> None:
+        self.claimant = claimant
+        self.claimed_at = claimed_at
+        super().__init__(message, thread_id=thread_id, interrupt_id=interrupt_id)
+
+
+class AnswerNotTakenError(InterruptStateError):
+    """The graph raised on the answer or left the interrupt pending; it stays open."""
+
+    def __init__(self, message: str, *, thread_id: str, interrupt_id: str, error: str) -> None:
+        self.error = error
+        super().__init__(message, thread_id=thread_id, interrupt_id=interrupt_id)
+
+
 class ConcurrencyConflictError(SymfonicStoreError):
     """Another writer appended to the same thread first; the operation may be retried."""
 
@@ -88,10 +115,12 @@ class DatabaseError(SymfonicStoreError):
 
 
 __all__ = [
+    "AnswerNotTakenError",
     "ConcurrencyConflictError",
     "DatabaseError",
     "InterruptAlreadyResolvedError",
     "InterruptExpiredError",
+    "InterruptInProgressError",
     "InterruptStateError",
     "InvalidInputError",
     "InvalidMarkerError",

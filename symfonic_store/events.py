@@ -23,8 +23,10 @@ ENDINGS: Final = (RESUMED, EXPIRED)
 """The terminal event types: an interrupt has at most one of them (invariant I3)."""
 
 EXPIRY_REASONS: Final = ("ttl", "run_id", "superseded", "cancelled")
-DETECTORS: Final = ("router", "sweep", "resume", "mint", "api")
-REJECTION_WHYS: Final = ("unknown", "already_resolved", "expired", "not_allowed")
+DETECTORS: Final = ("router", "sweep", "resume", "mint", "api", "gateway")
+REJECTION_WHYS: Final = (
+    "unknown", "already_resolved", "expired", "not_allowed", "in_progress", "not_taken"
+)
 
 GENESIS_HASH: Final = "0" * 64
 """The "previous hash" of a thread's first event."""

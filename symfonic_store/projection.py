@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
 from .events import ENDINGS, GENESIS_HASH, MINTED, ROUTE_DECIDED
+from .native import NATIVE_SOURCE
 from .protocol import MARKER_KEYS, PENDING_KEY
 
 
@@ -27,6 +28,8 @@ class EventLike(Protocol):
     def interrupt_id(self) -> str | None: ...
     @property
     def run_id(self) -> str | None: ...
+    @property
+    def actor(self) -> str | None: ...
     @property
     def data(self) -> dict[str, Any]: ...
     @property
@@ -47,6 +50,10 @@ class ThreadState:
     pending_since: float | None = None
     """Epoch seconds the pending interrupt counts its age from: the marker's numeric
     ``minted_at``, else the time its mint was recorded."""
+    open: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The open LangGraph interrupts (SPEC §8) by id, as :func:`open_from_event` makes
+    them. A state loaded from the thread row leaves this empty: the append path keeps
+    their rows from the events it writes, not from this field."""
 
     @property
     def pending_interrupt_id(self) -> str | None:
@@ -78,11 +85,40 @@ def marker_from_data(data: dict[str, Any]) -> dict[str, Any]:
     return {key: copy.deepcopy(data.get(key)) for key in MARKER_KEYS}
 
 
+def is_native_mint(data: dict[str, Any]) -> bool:
+    """Does a mint's data record a LangGraph interrupt rather than a seed marker?"""
+    return data.get("source") == NATIVE_SOURCE
+
+
+def open_from_event(event: EventLike) -> dict[str, Any]:
+    """The open-interrupt row a native mint leaves (the columns of its table)."""
+    data = event.data
+    minted_at = data.get("minted_at")
+    if isinstance(minted_at, bool) or not isinstance(minted_at, int | float):
+        minted_at = event.occurred_at.timestamp()
+    return {
+        "thread_id": event.thread_id,
+        "interrupt_id": event.interrupt_id,
+        "name": data.get("name"),
+        "payload": copy.deepcopy(data.get("payload")),
+        "minted_at": float(minted_at),
+        "actor": event.actor,
+        "graph": data.get("graph"),
+        "checkpoint_id": data.get("checkpoint_id"),
+        "checkpoint_ns": data.get("checkpoint_ns"),
+        "task_id": data.get("task_id"),
+        "breakpoint": bool(data.get("breakpoint", False)),
+        "version": event.version,
+    }
+
+
 def apply(state: ThreadState, event: EventLike) -> ThreadState:
     """Apply one event to a thread's state, in place; returns the state."""
     state.version = event.version
     state.last_hash = event.hash
-    if event.type == MINTED:
+    if event.type == MINTED and is_native_mint(event.data):
+        state.open[str(event.interrupt_id)] = open_from_event(event)
+    elif event.type == MINTED:
         state.pending = marker_from_data(event.data)
         minted_at = state.pending_minted_at
         state.pending_since = (
@@ -97,6 +133,8 @@ def apply(state: ThreadState, event: EventLike) -> ThreadState:
         if state.pending is not None and state.pending_interrupt_id == event.interrupt_id:
             state.pending = None
             state.pending_since = None
+        else:
+            state.open.pop(str(event.interrupt_id), None)
     return state
 
 

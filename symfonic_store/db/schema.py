@@ -19,6 +19,8 @@ from sqlalchemy.engine import Dialect
 
 EVENTS_TABLE = "symfonic_events"
 THREADS_TABLE = "symfonic_threads"
+OPEN_INTERRUPTS_TABLE = "symfonic_open_interrupts"
+CLAIMS_TABLE = "symfonic_claims"
 VERSION_TABLE = "symfonic_store_alembic_version"
 """Alembic's bookkeeping table, named apart so the store can share a database with an
 application that has Alembic migrations of its own."""
@@ -133,6 +135,40 @@ threads = sa.Table(
         sqlite_where=sa.text("pending_interrupt_id IS NOT NULL"),
         postgresql_where=sa.text("pending_interrupt_id IS NOT NULL"),
     ),
+)
+
+# One row per open LangGraph interrupt (SPEC §8): the fold of the native mints without an
+# ending, updated in the append's transaction like the thread row. A thread may hold
+# several; the seed marker keeps its one slot in the thread row (I5).
+open_interrupts = sa.Table(
+    OPEN_INTERRUPTS_TABLE,
+    metadata,
+    sa.Column("thread_id", sa.String(255), primary_key=True),
+    sa.Column("interrupt_id", sa.String(255), primary_key=True),
+    sa.Column("name", sa.Text(), nullable=True),
+    sa.Column("payload", sa.JSON(), nullable=True),
+    sa.Column("minted_at", sa.Float(), nullable=False),
+    sa.Column("actor", sa.String(255), nullable=True),
+    sa.Column("graph", sa.Text(), nullable=True),
+    sa.Column("checkpoint_id", sa.Text(), nullable=True),
+    sa.Column("checkpoint_ns", sa.Text(), nullable=True),
+    sa.Column("task_id", sa.Text(), nullable=True),
+    sa.Column("breakpoint", sa.Boolean(), nullable=False),
+    sa.Column("version", sa.Integer(), nullable=False),
+    sa.Index("ix_symfonic_open_interrupts_minted_at", "minted_at"),
+)
+
+# The first phase of a gateway answer (SPEC §8): a claim commits before the graph runs;
+# the primary key lets one answer claim an interrupt at a time. A claim is not an event:
+# it becomes one (``interrupt.resumed`` or a ``not_taken`` rejection) when it settles.
+claims = sa.Table(
+    CLAIMS_TABLE,
+    metadata,
+    sa.Column("thread_id", sa.String(255), primary_key=True),
+    sa.Column("interrupt_id", sa.String(255), primary_key=True),
+    sa.Column("actor", sa.String(255), nullable=False),
+    sa.Column("response", sa.JSON(), nullable=True),
+    sa.Column("claimed_at", sa.Float(), nullable=False),
 )
 
 # --- append-only triggers (I1), used by the migrations ----------------------------

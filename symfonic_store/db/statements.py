@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection, Row
 from ..events import ENDINGS, MINTED, ROUTE_DECIDED, NewEvent, StoredEvent
 from ..projection import ThreadState
 from .executor import executor_for
-from .schema import events, threads
+from .schema import claims, events, open_interrupts, threads
 
 EVENT_COLUMNS = (
     events.c.position,
@@ -384,3 +384,81 @@ def projection_rows_query() -> sa.Select[Any]:
         )
         .order_by(per_thread.c.thread_id)
     )
+
+
+# --- LangGraph's own interrupts and their claims (SPEC §8) ---------------------------
+
+OPEN_COLUMNS = tuple(open_interrupts.c)
+_INSERT_OPEN = open_interrupts.insert()
+_DELETE_OPEN = open_interrupts.delete().where(
+    open_interrupts.c.thread_id == sa.bindparam("b_thread_id"),
+    open_interrupts.c.interrupt_id == sa.bindparam("b_interrupt_id"),
+)
+_LOAD_OPEN = (
+    sa.select(*OPEN_COLUMNS)
+    .where(open_interrupts.c.thread_id == sa.bindparam("t"))
+    .order_by(open_interrupts.c.minted_at, open_interrupts.c.interrupt_id)
+)
+_LOAD_CLAIMS = sa.select(
+    claims.c.interrupt_id, claims.c.actor, claims.c.response, claims.c.claimed_at
+).where(claims.c.thread_id == sa.bindparam("t"))
+_INSERT_CLAIM = claims.insert()
+_DELETE_CLAIM = claims.delete().where(
+    claims.c.thread_id == sa.bindparam("b_thread_id"),
+    claims.c.interrupt_id == sa.bindparam("b_interrupt_id"),
+)
+
+
+def insert_open_interrupts(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
+    executor_for(conn).write(conn, _INSERT_OPEN, rows, [c.key for c in OPEN_COLUMNS])
+
+
+def delete_open_interrupts(conn: Connection, keys: Sequence[tuple[str, str]]) -> None:
+    rows = [{"b_thread_id": t, "b_interrupt_id": i} for t, i in keys]
+    executor_for(conn).write(conn, _DELETE_OPEN, rows)
+
+
+def open_rows(conn: Connection, thread_id: str) -> list[dict[str, Any]]:
+    """The thread's open LangGraph interrupts, oldest first, as dicts of their columns."""
+    names = [c.key for c in OPEN_COLUMNS]
+    return [dict(zip(names, r, strict=True)) for r in executor_for(conn).fetch(conn, _LOAD_OPEN, {"t": thread_id})]
+
+
+def claim_rows(conn: Connection, thread_id: str) -> dict[str, dict[str, Any]]:
+    """The thread's claims in flight, by interrupt id."""
+    rows = executor_for(conn).fetch(conn, _LOAD_CLAIMS, {"t": thread_id})
+    return {
+        r[0]: {"actor": r[1], "response": r[2], "claimed_at": r[3]} for r in rows
+    }
+
+
+def insert_claim(conn: Connection, row: dict[str, Any]) -> None:
+    executor_for(conn).write(conn, _INSERT_CLAIM, [row], ["thread_id", "interrupt_id", "actor", "response", "claimed_at"])
+
+
+def delete_claim(conn: Connection, thread_id: str, interrupt_id: str) -> None:
+    executor_for(conn).write(conn, _DELETE_CLAIM, [{"b_thread_id": thread_id, "b_interrupt_id": interrupt_id}])
+
+
+def open_interrupts_query(*, since_before: float | None = None, limit: int | None = None) -> sa.Select[Any]:
+    """Open LangGraph interrupts across all threads, oldest first."""
+    query = sa.select(*OPEN_COLUMNS).order_by(
+        open_interrupts.c.minted_at, open_interrupts.c.thread_id, open_interrupts.c.interrupt_id
+    )
+    if since_before is not None:
+        query = query.where(open_interrupts.c.minted_at < since_before)
+    if limit is not None:
+        query = query.limit(limit)
+    return query
+
+
+def delete_all_open_interrupts(conn: Connection) -> None:
+    conn.execute(open_interrupts.delete())
+
+
+def read_open_interrupts(
+    conn: Connection, *, since_before: float | None = None, limit: int | None = None
+) -> list[dict[str, Any]]:
+    names = [c.key for c in OPEN_COLUMNS]
+    query = open_interrupts_query(since_before=since_before, limit=limit)
+    return [dict(zip(names, r, strict=True)) for r in conn.execute(query)]

@@ -5,6 +5,7 @@ alone does not (its integration names load this package on first use).
 """
 
 from ..protocol import expired_resume_value
+from .gateway import InterruptGateway
 from .marker import (
     GraphCallable,
     InterruptRequest,
@@ -18,6 +19,7 @@ from .wakers import awaiting_on, make_async_graph_waker, make_graph_waker, waiti
 
 __all__ = [
     "GraphCallable",
+    "InterruptGateway",
     "InterruptRequest",
     "InterruptState",
     "awaiting_on",

@@ -33,15 +33,19 @@ from sqlalchemy.engine import Connection
 from .. import validation
 from ..db.statements import (
     all_events_by_thread_query,
+    claim_rows,
     events_after_query,
     load_thread,
+    open_rows,
     pending_threads,
+    read_open_interrupts,
     read_page,
     stream_events,
     thread_events_query,
 )
 from ..errors import InvalidInputError
 from ..events import StoredEvent
+from ..native import MARKER_SOURCE, NATIVE_SOURCE
 from ..projection import ThreadState
 from ..protocol import PENDING_KEY, interrupt_pending_is_current, normalize_response
 from ..services.audit import AuditRecord, audit
@@ -49,7 +53,7 @@ from ..services.rebuild import Progress, rebuild
 from ..services.replay import Replay
 from ..services.sweep import SweepReport, sweep_batch
 from ..services.verify import VerifyReport, verify_events
-from . import lifecycle
+from . import admission, lifecycle
 from .lifecycle import ApproverPolicy, Rules, payload_approvers
 
 if TYPE_CHECKING:
@@ -132,6 +136,54 @@ def response_dict(value: Any) -> dict[str, Any]:
         return {}
     response = recorded_response(value)
     return response if isinstance(response, dict) else {"value": str(response)}
+
+
+def _waiting_items(waiting: Any, max_bytes: int | None) -> list[dict[str, Any]]:
+    if not isinstance(waiting, list) or not all(isinstance(w, dict) for w in waiting):
+        raise InvalidInputError("waiting", "must be a list of dicts (gateway.waiting_on(snapshot))")
+    items = []
+    for w in waiting:
+        items.append(
+            {
+                **w,
+                "interrupt_id": validation.required_id(w.get("interrupt_id"), "waiting.interrupt_id"),
+                "value": validation.json_value(
+                    admission.json_safe(w.get("value")), "waiting.value", max_bytes=max_bytes
+                ),
+            }
+        )
+    return items
+
+
+def _native_open(row: dict[str, Any]) -> dict[str, Any]:
+    """An open LangGraph interrupt as ``open_interrupts()`` lists it."""
+    return {
+        "thread_id": row["thread_id"],
+        "interrupt_id": row["interrupt_id"],
+        "name": row["name"],
+        "payload": row["payload"],
+        "minted_at": row["minted_at"],
+        "source": NATIVE_SOURCE,
+        "graph": row["graph"],
+        "breakpoint": row["breakpoint"],
+        "checkpoint_id": row["checkpoint_id"],
+        "actor": row["actor"],
+    }
+
+
+def _native_pending(row: dict[str, Any]) -> dict[str, Any]:
+    """An open LangGraph interrupt as ``list_pending()`` lists it: the marker's keys."""
+    return {
+        "name": row["name"],
+        "interrupt_id": row["interrupt_id"],
+        "payload": row["payload"],
+        "tool_call_id": None,
+        "run_id": None,
+        "minted_at": row["minted_at"],
+        "thread_id": row["thread_id"],
+        "source": NATIVE_SOURCE,
+        "graph": row["graph"],
+    }
 
 
 def _state_of(thread: ThreadState | None) -> dict[str, Any]:
@@ -322,6 +374,117 @@ class Operations:
         )
         yield Op(fn, write=True)
 
+    # --- LangGraph's own interrupts (SPEC §8; used by the gateway) -----------------
+
+    def record_waiting(
+        self,
+        thread_id: str,
+        waiting: list[dict[str, Any]],
+        *,
+        actor: str | None = None,
+        graph: str | None = None,
+    ) -> Plan[list[str]]:
+        """Record what a thread waits on: mint the unseen, close what LangGraph dropped.
+
+        ``waiting`` is :func:`~symfonic_store.langgraph.gateway.waiting_on` of the
+        thread's state. Returns the ids minted. Used by the gateway after each call.
+        """
+        t = validation.required_id(thread_id, "thread_id")
+        items = _waiting_items(waiting, self.max_payload_bytes)
+        a = validation.text_id(actor, "actor", optional=True)
+        g = None if graph is None else str(graph)[: validation.MAX_ID_LENGTH]
+        minted: list[str] = yield Op(
+            partial(admission.record_waiting, thread_id=t, waiting=items, actor=a, graph=g),
+            write=True,
+            settled=partial(admission.waiting_settled, thread_id=t, waiting=items),
+        )
+        return minted
+
+    def claim(
+        self, thread_id: str, interrupt_id: str, response: Any, *, actor: str
+    ) -> Plan[dict[str, Any]]:
+        """An answer's first phase: claim a LangGraph interrupt for ``response`` (SPEC §8).
+
+        Returns the open interrupt. The claim commits before the graph runs; settle it
+        with :meth:`confirm` or :meth:`release`. ``actor`` is recorded as given.
+
+        Raises:
+            UnknownInterruptError, InterruptAlreadyResolvedError, InterruptExpiredError,
+                ResumeNotAllowedError: refused and recorded (nothing on a thread
+                without events).
+            InterruptInProgressError: another answer holds the claim (recorded).
+        """
+        t = validation.required_id(thread_id, "thread_id")
+        i = validation.required_id(interrupt_id, "interrupt_id")
+        a = validation.required_id(actor, "actor")
+        r = validation.json_value(response, "response", max_bytes=self.max_payload_bytes)
+        opened: dict[str, Any] = yield Op(
+            partial(
+                admission.claim, rules=self.rules, thread_id=t, interrupt_id=i, response=r, actor=a
+            ),
+            write=True,
+        )
+        return opened
+
+    def confirm(
+        self, thread_id: str, interrupt_id: str, *, decision: str | None = None
+    ) -> Plan[bool]:
+        """A claim's second phase: LangGraph consumed the answer (``interrupt.resumed``)."""
+        t = validation.required_id(thread_id, "thread_id")
+        i = validation.required_id(interrupt_id, "interrupt_id")
+        d = validation.text_id(decision, "decision", optional=True)
+        done: bool = yield Op(
+            partial(admission.confirm, thread_id=t, interrupt_id=i, decision=d), write=True
+        )
+        return done
+
+    def release(self, thread_id: str, interrupt_id: str, *, error: str) -> Plan[bool]:
+        """The graph did not take the claimed answer: ``not_taken``; the interrupt reopens."""
+        t = validation.required_id(thread_id, "thread_id")
+        i = validation.required_id(interrupt_id, "interrupt_id")
+        done: bool = yield Op(
+            partial(admission.release, thread_id=t, interrupt_id=i, error=str(error)[:1000]),
+            write=True,
+        )
+        return done
+
+    def record_task_writes(self, record: dict[str, Any]) -> Plan[None]:
+        """What the recording checkpointer saw a task write (interrupts, an answer)."""
+        if not isinstance(record, dict):
+            raise InvalidInputError("record", "must be a dict")
+        validation.required_id(record.get("thread_id"), "record.thread_id")
+        yield Op(partial(admission.record_task_writes, record=record), write=True)
+
+    def record_checkpoint_moved(
+        self,
+        thread_id: str,
+        checkpoint_id: str,
+        checkpoint_ns: str = "",
+        *,
+        source: str | None = None,
+        actor: str | None = None,
+    ) -> Plan[None]:
+        """A graph wrote a checkpoint after ``checkpoint_id`` (the recording checkpointer)."""
+        t = validation.required_id(thread_id, "thread_id")
+        fn = partial(
+            admission.record_checkpoint_moved,
+            thread_id=t,
+            checkpoint_id=str(checkpoint_id),
+            checkpoint_ns=str(checkpoint_ns or ""),
+            source=source,
+            actor=validation.text_id(actor, "actor", optional=True),
+        )
+        yield Op(fn, write=True, settled=partial(admission.moved_settled, thread_id=t, checkpoint_id=str(checkpoint_id)))
+
+    def interrupt_record(self, thread_id: str, interrupt_id: str) -> Plan[dict[str, Any] | None]:
+        """The mint of an interrupt: its data, the requester (``actor``), or None."""
+        t = validation.required_id(thread_id, "thread_id")
+        i = validation.required_id(interrupt_id, "interrupt_id")
+        record: dict[str, Any] | None = yield Op(
+            partial(admission.interrupt_record, thread_id=t, interrupt_id=i), write=False
+        )
+        return record
+
     def sweep(
         self,
         *,
@@ -404,7 +567,54 @@ class Operations:
         def run(conn: Connection) -> list[dict[str, Any]]:
             since_before = None if age is None else time.time() - age
             rows = pending_threads(conn, since_before=since_before, limit=n)
-            return [{**(r.pending or {}), "thread_id": r.thread_id} for r in rows]
+            markers = [
+                (r.pending_since or 0.0, {**(r.pending or {}), "thread_id": r.thread_id})
+                for r in rows
+            ]
+            natives = [
+                (row["minted_at"], _native_pending(row))
+                for row in read_open_interrupts(conn, since_before=since_before, limit=n)
+            ]
+            merged = sorted(markers + natives, key=lambda pair: pair[0])
+            return [item for _, item in (merged if n is None else merged[:n])]
+
+        items: list[dict[str, Any]] = yield Op(run, write=False)
+        return items
+
+    def open_interrupts(self, thread_id: str) -> Plan[list[dict[str, Any]]]:
+        """Everything the thread waits on, oldest first: the seed marker and LangGraph's own.
+
+        Each is a dict with ``thread_id``, ``interrupt_id``, ``name``, ``payload``,
+        ``minted_at`` (Unix seconds) and ``source`` (``"marker"`` or ``"langgraph"``);
+        LangGraph's also carry ``graph``, ``breakpoint``, ``checkpoint_id``, the
+        requester (``actor``) and, while an answer is in flight, ``claimed_by``.
+        """
+        t = validation.required_id(thread_id, "thread_id")
+
+        def run(conn: Connection) -> list[dict[str, Any]]:
+            thread = load_thread(conn, t, for_update=False)
+            if thread is None:
+                return []
+            items = []
+            if thread.pending is not None:
+                items.append(
+                    {
+                        "thread_id": t,
+                        "interrupt_id": thread.pending_interrupt_id,
+                        "name": thread.pending.get("name"),
+                        "payload": thread.pending.get("payload"),
+                        "minted_at": thread.pending_since,
+                        "source": MARKER_SOURCE,
+                    }
+                )
+            claims = claim_rows(conn, t)
+            for row in open_rows(conn, t):
+                item = _native_open(row)
+                held = claims.get(row["interrupt_id"])
+                if held is not None:
+                    item["claimed_by"] = held["actor"]
+                items.append(item)
+            return sorted(items, key=lambda i: i["minted_at"] or 0.0)
 
         items: list[dict[str, Any]] = yield Op(run, write=False)
         return items

@@ -124,6 +124,18 @@ class InterruptStore:
         if self._owns_engine:
             self._engine.dispose()
 
+    def recording_checkpointer(self, saver: Any) -> Any:
+        """A checkpointer that delegates to ``saver`` and records what bypasses the gateway.
+
+        Every interrupt a graph compiled with it raises, and every answer LangGraph
+        consumes, is recorded whoever invoked the graph: the actor is
+        ``config["configurable"]["actor"]`` when given, and such answers carry
+        ``via: "direct"`` (see :mod:`symfonic_store.langgraph.recording`).
+        """
+        from ..langgraph.recording import RecordingCheckpointer
+
+        return RecordingCheckpointer(saver, self)
+
     def setup(self) -> None:
         """Migrate the database to the newest schema (idempotent)."""
         with translate_errors(), self._engine.connect() as conn:
@@ -182,12 +194,20 @@ class InterruptStore:
     resume = _Operation(Operations.resume)
     admit_node_resume = _Operation(Operations.admit_node_resume)
     expire = _Operation(Operations.expire)
+    record_waiting = _Operation(Operations.record_waiting)
+    claim = _Operation(Operations.claim)
+    confirm = _Operation(Operations.confirm)
+    release = _Operation(Operations.release)
+    record_task_writes = _Operation(Operations.record_task_writes)
+    record_checkpoint_moved = _Operation(Operations.record_checkpoint_moved)
+    interrupt_record = _Operation(Operations.interrupt_record)
     sweep = _Operation(Operations.sweep)
     rebuild_projection = _Operation(Operations.rebuild_projection)
     pending = _Operation(Operations.pending)
     state = _Operation(Operations.state)
     is_current = _Operation(Operations.is_current)
     list_pending = _Operation(Operations.list_pending)
+    open_interrupts = _Operation(Operations.open_interrupts)
     history = _Operation(Operations.history)
     events = _Operation(Operations.events)
     iter_events = _Stream(Operations.iter_events)

@@ -1,0 +1,522 @@
+"""``InterruptGateway``: record and gate any LangGraph graph's interrupts, unchanged.
+
+The gateway wraps a compiled graph. After every call it looks at what the thread is
+left waiting on (``graph.get_state``: LangGraph's own ``Interrupt`` objects, and static
+breakpoints) and records it in the store: a mint for each interrupt the store has not
+seen, and ``superseded`` for each open one LangGraph stopped waiting on. ``answer``
+admits an answer exactly once, decided by the database in two phases: a *claim*
+commits before the graph runs; once LangGraph consumed the answer the claim becomes
+``interrupt.resumed``; when the graph raised, or left the interrupt pending, it becomes
+``interrupt.resume_rejected`` (``not_taken``) and the interrupt reopens for the next
+answer.
+
+The logic is written once, as plans of steps (a graph call, a store call); a sync and
+an async driver run them, as the store's runners do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from langgraph.types import Command
+
+from .. import native
+from ..errors import AnswerNotTakenError, InvalidInputError
+from ..validation import required_id
+
+if TYPE_CHECKING:
+    from ..store import AsyncInterruptStore, InterruptStore
+
+try:  # the channel LangGraph keeps a task's answers in; private, see _clear_answer
+    from langgraph._internal._constants import RESUME as _RESUME_CHANNEL
+except ImportError:  # pragma: no cover - tests/test_langgraph_private.py fails loudly
+    _RESUME_CHANNEL = "__resume__"
+
+
+@dataclass(frozen=True, slots=True)
+class _Graph:
+    """A graph step: ``method`` of the graph (or of its checkpointer) with arguments."""
+
+    method: str
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class _Store:
+    """A store step: ``method`` of the store with arguments."""
+
+    method: str
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+_Plan = Generator["_Graph | _Store", Any, Any]
+
+
+def waiting_on(snapshot: Any) -> list[dict[str, Any]]:
+    """What a ``StateSnapshot`` says the thread waits on: interrupts, else a breakpoint.
+
+    Each item: ``interrupt_id``, ``value``, ``task_id``, ``checkpoint_id``,
+    ``checkpoint_ns`` and ``breakpoint``. A static breakpoint (``interrupt_before`` /
+    ``interrupt_after``) is a thread with next nodes, no interrupts and no failed task:
+    its id is ``"bp-" + checkpoint id`` and its value ``{"next": [node names]}``.
+    """
+    configurable = (getattr(snapshot, "config", None) or {}).get("configurable") or {}
+    checkpoint_id = configurable.get("checkpoint_id")
+    checkpoint_ns = configurable.get("checkpoint_ns", "")
+    items: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for task in getattr(snapshot, "tasks", ()) or ():
+        for iv in getattr(task, "interrupts", ()) or ():
+            if iv.id in seen:
+                continue
+            seen.add(iv.id)
+            items.append(
+                {
+                    "interrupt_id": iv.id,
+                    "value": iv.value,
+                    "task_id": task.id,
+                    "checkpoint_id": checkpoint_id,
+                    "checkpoint_ns": checkpoint_ns,
+                    "breakpoint": False,
+                }
+            )
+    for iv in getattr(snapshot, "interrupts", ()) or ():
+        if iv.id not in seen:
+            seen.add(iv.id)
+            items.append(
+                {
+                    "interrupt_id": iv.id,
+                    "value": iv.value,
+                    "task_id": None,
+                    "checkpoint_id": checkpoint_id,
+                    "checkpoint_ns": checkpoint_ns,
+                    "breakpoint": False,
+                }
+            )
+    tasks = getattr(snapshot, "tasks", ()) or ()
+    if (
+        not items
+        and checkpoint_id
+        and getattr(snapshot, "next", ())
+        and not any(getattr(t, "error", None) for t in tasks)
+    ):
+        items.append(
+            {
+                "interrupt_id": native.BREAKPOINT_PREFIX + str(checkpoint_id),
+                "value": {"next": list(snapshot.next)},
+                "task_id": None,
+                "checkpoint_id": checkpoint_id,
+                "checkpoint_ns": checkpoint_ns,
+                "breakpoint": True,
+            }
+        )
+    return items
+
+
+def _marker_interrupt(waiting: list[dict[str, Any]], interrupt_id: str) -> dict[str, Any] | None:
+    """The waiting interrupt the seed node raised for the marker ``interrupt_id`` (N1)."""
+    for w in waiting:
+        value = w["value"]
+        if native.is_marker_value(value) and value["interrupt_id"] == interrupt_id:
+            return w
+    return None
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:500]}" if text else type(exc).__name__
+
+
+def _config(thread_id: str, actor: str | None, config: Mapping[str, Any] | None) -> dict[str, Any]:
+    base = dict(config or {})
+    configurable = dict(base.get("configurable") or {})
+    configurable["thread_id"] = thread_id
+    if actor is not None:
+        configurable["actor"] = actor
+    base["configurable"] = configurable
+    return base
+
+
+def _thread_of(config: Mapping[str, Any] | None) -> str:
+    configurable = (config or {}).get("configurable") or {}
+    thread_id = configurable.get("thread_id")
+    if thread_id is None or thread_id == "":
+        raise InvalidInputError(
+            'config["configurable"]["thread_id"]',
+            "the gateway records per thread; invoke with "
+            'config={"configurable": {"thread_id": ...}}',
+        )
+    return str(thread_id)
+
+
+def _actor_of(config: Mapping[str, Any] | None) -> str | None:
+    actor = ((config or {}).get("configurable") or {}).get("actor")
+    return None if actor is None else str(actor)
+
+
+class InterruptGateway:
+    """Record and gate every interrupt of ``graph`` in ``store`` (SPEC §8).
+
+    Args:
+        graph: a compiled LangGraph graph with a checkpointer.
+        store: an :class:`~symfonic_store.InterruptStore` (every method below; from the
+            async ones its calls run off the event loop) or an
+            :class:`~symfonic_store.AsyncInterruptStore` (the async methods).
+        on_expiry: ``on_expiry(interrupt) -> answer``: the answer :meth:`waker` resumes an
+            expired native interrupt with (``interrupt`` is its open-interrupt dict); by
+            default a ``reject`` decision for HITL middleware, ``ignore`` for Agent
+            Inbox, else ``{"expired": true, "reason": ...}``.
+    """
+
+    def __init__(
+        self,
+        graph: Any,
+        store: InterruptStore | AsyncInterruptStore,
+        *,
+        on_expiry: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> None:
+        if not (callable(getattr(graph, "invoke", None)) and callable(getattr(graph, "get_state", None))):
+            raise InvalidInputError(
+                "graph", f"must be a compiled LangGraph graph, got {type(graph).__name__}"
+            )
+        if getattr(graph, "checkpointer", None) is None:
+            raise InvalidInputError(
+                "graph", "has no checkpointer: compile it with checkpointer=... to pause and resume"
+            )
+        if not callable(getattr(store, "claim", None)):
+            raise InvalidInputError(
+                "store", f"must be an InterruptStore or AsyncInterruptStore, got {type(store).__name__}"
+            )
+        self.graph = graph
+        self.store = store
+        self.on_expiry = on_expiry
+        from ..store import AsyncInterruptStore
+
+        self._async_store = isinstance(store, AsyncInterruptStore)
+
+    @property
+    def name(self) -> str:
+        """The graph's name, recorded on each mint (the service matches ``--graph`` by it)."""
+        return str(getattr(self.graph, "name", None) or "LangGraph")
+
+    # --- plans ---------------------------------------------------------------------
+
+    def _record(self, config: dict[str, Any]) -> _Plan:
+        """After a call: mint what the thread waits on, close what it stopped waiting on."""
+        thread_id = _thread_of(config)
+        snapshot = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
+        yield _Store(
+            "record_waiting",
+            (thread_id, waiting_on(snapshot)),
+            {"actor": _actor_of(config), "graph": self.name},
+        )
+
+    def _run(self, input: Any, config: dict[str, Any], kwargs: Mapping[str, Any]) -> _Plan:
+        _thread_of(config)
+        result = yield _Graph("invoke", (input, config), kwargs)
+        yield from self._record(config)
+        return result
+
+    def _answer(
+        self,
+        thread_id: str,
+        interrupt_id: str,
+        value: Any,
+        actor: str,
+        config: Mapping[str, Any] | None,
+    ) -> _Plan:
+        cfg = _config(thread_id, actor, config)
+        snapshot = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
+        waiting = waiting_on(snapshot)
+        marker = _marker_interrupt(waiting, interrupt_id)
+        if marker is not None:
+            # The seed node's own interrupt: the store's front door (N2), then the graph,
+            # in the map form under LangGraph's id (other interrupts may be open too).
+            command = yield _Store("resume", (thread_id, interrupt_id, value), {"actor": actor})
+            result = yield _Graph(
+                "invoke", (Command(resume={marker["interrupt_id"]: command.resume}), cfg)
+            )
+            yield from self._record(cfg)
+            return result
+        # What LangGraph waits on right now, recorded first: an id it is not waiting on
+        # is then unknown, resolved or superseded in the store, and refused below.
+        yield _Store("record_waiting", (thread_id, waiting), {"actor": None, "graph": self.name})
+        opened = yield _Store("claim", (thread_id, interrupt_id, value), {"actor": actor})
+        target = next((w for w in waiting if w["interrupt_id"] == interrupt_id), None)
+        if target is None:  # pragma: no cover - claim refuses what nobody waits on
+            yield _Store("release", (thread_id, interrupt_id), {"error": "LangGraph is not waiting on it"})
+            raise AnswerNotTakenError(
+                f"interrupt {interrupt_id!r} on thread {thread_id!r}: LangGraph is not waiting on it",
+                thread_id=thread_id, interrupt_id=interrupt_id, error="not waiting",
+            )
+        if target["breakpoint"]:
+            return (yield from self._answer_breakpoint(thread_id, interrupt_id, value, cfg, snapshot))
+        command = Command(resume={interrupt_id: value})
+        try:
+            result = yield _Graph("invoke", (command, cfg))
+        except Exception as exc:
+            yield from self._not_taken(thread_id, interrupt_id, target, _describe(exc))
+            raise AnswerNotTakenError(
+                f"the graph did not take the answer to interrupt {interrupt_id!r} on thread "
+                f"{thread_id!r} ({_describe(exc)}); it stays open and the attempt is recorded",
+                thread_id=thread_id, interrupt_id=interrupt_id, error=_describe(exc),
+            ) from exc
+        after = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
+        if any(w["interrupt_id"] == interrupt_id for w in waiting_on(after)):
+            error = "the graph left the interrupt pending"
+            yield from self._not_taken(thread_id, interrupt_id, target, error)
+            raise AnswerNotTakenError(
+                f"the graph did not take the answer to interrupt {interrupt_id!r} on thread "
+                f"{thread_id!r} ({error}); it stays open and the attempt is recorded",
+                thread_id=thread_id, interrupt_id=interrupt_id, error=error,
+            )
+        del opened
+        yield _Store("confirm", (thread_id, interrupt_id))
+        yield _Store(
+            "record_waiting", (thread_id, waiting_on(after)), {"actor": actor, "graph": self.name}
+        )
+        return result
+
+    def _answer_breakpoint(
+        self, thread_id: str, interrupt_id: str, value: Any, cfg: dict[str, Any], snapshot: Any
+    ) -> _Plan:
+        approved = isinstance(value, Mapping) and value.get("approved") is True
+        if not approved:
+            # LangGraph ignores a resume value at a breakpoint and would run the node:
+            # a refusal runs nothing, and the thread stays paused before the node.
+            yield _Store("confirm", (thread_id, interrupt_id), {"decision": "rejected"})
+            return dict(getattr(snapshot, "values", {}) or {})
+        try:
+            result = yield _Graph("invoke", (None, cfg))
+        except Exception as exc:
+            yield _Store("release", (thread_id, interrupt_id), {"error": _describe(exc)})
+            raise AnswerNotTakenError(
+                f"the graph failed past breakpoint {interrupt_id!r} on thread {thread_id!r} "
+                f"({_describe(exc)}); it stays open and the attempt is recorded",
+                thread_id=thread_id, interrupt_id=interrupt_id, error=_describe(exc),
+            ) from exc
+        yield _Store("confirm", (thread_id, interrupt_id), {"decision": "approved"})
+        yield from self._record(cfg)
+        return result
+
+    def _not_taken(
+        self, thread_id: str, interrupt_id: str, target: dict[str, Any], error: str
+    ) -> _Plan:
+        # LangGraph keeps the answer a task raised on as that task's resume write and
+        # would hand it to the node again, whatever the next answer: take it back first.
+        after = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
+        task_id = next(
+            (w["task_id"] for w in waiting_on(after) if w["interrupt_id"] == interrupt_id),
+            target["task_id"],
+        )
+        if task_id is not None:
+            yield _Graph("clear_answer", (after.config, task_id))
+        yield _Store("release", (thread_id, interrupt_id), {"error": error})
+
+    # --- drivers ---------------------------------------------------------------------
+
+    def _sync_step(self, step: _Graph | _Store) -> Any:
+        if isinstance(step, _Store):
+            if self._async_store:
+                raise TypeError(
+                    "the gateway was given an AsyncInterruptStore: use ainvoke/astream/aanswer"
+                )
+            return getattr(self.store, step.method)(*step.args, **step.kwargs)
+        if step.method == "clear_answer":
+            return _clear_answer(self.graph.checkpointer, *step.args)
+        return getattr(self.graph, step.method)(*step.args, **step.kwargs)
+
+    async def _async_step(self, step: _Graph | _Store) -> Any:
+        if isinstance(step, _Store):
+            method = getattr(self.store, step.method)
+            if self._async_store:
+                return await method(*step.args, **step.kwargs)
+            return await asyncio.to_thread(method, *step.args, **step.kwargs)
+        if step.method == "clear_answer":
+            return await _aclear_answer(self.graph.checkpointer, *step.args)
+        method = getattr(self.graph, "a" + step.method)
+        return await method(*step.args, **step.kwargs)
+
+    def _drive(self, plan: _Plan) -> Any:
+        result: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                step = plan.send(result) if error is None else plan.throw(error)
+            except StopIteration as stop:
+                return stop.value
+            result, error = None, None
+            try:
+                result = self._sync_step(step)
+            except Exception as exc:
+                error = exc
+
+    async def _adrive(self, plan: _Plan) -> Any:
+        result: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                step = plan.send(result) if error is None else plan.throw(error)
+            except StopIteration as stop:
+                return stop.value
+            result, error = None, None
+            try:
+                result = await self._async_step(step)
+            except Exception as exc:
+                error = exc
+
+    # --- the graph's own entry points ----------------------------------------------
+
+    def invoke(self, input: Any, config: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+        """``graph.invoke``, then record what the thread is left waiting on."""
+        return self._drive(self._run(input, dict(config or {}), kwargs))
+
+    async def ainvoke(self, input: Any, config: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+        """``graph.ainvoke``, then record what the thread is left waiting on."""
+        return await self._adrive(self._run(input, dict(config or {}), kwargs))
+
+    def stream(self, input: Any, config: Mapping[str, Any] | None = None, **kwargs: Any) -> Iterator[Any]:
+        """``graph.stream``; once the stream ends, record what the thread waits on."""
+        cfg = dict(config or {})
+        _thread_of(cfg)
+        yield from self.graph.stream(input, cfg, **kwargs)
+        self._drive(self._record(cfg))
+
+    async def astream(
+        self, input: Any, config: Mapping[str, Any] | None = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        """``graph.astream``; once the stream ends, record what the thread waits on."""
+        cfg = dict(config or {})
+        _thread_of(cfg)
+        async for chunk in self.graph.astream(input, cfg, **kwargs):
+            yield chunk
+        await self._adrive(self._record(cfg))
+
+    # --- answers ---------------------------------------------------------------------
+
+    def answer(
+        self,
+        thread_id: str,
+        interrupt_id: str,
+        value: Any,
+        *,
+        actor: str,
+        config: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """Admit ``value`` for the interrupt exactly once, resume the graph, return its result.
+
+        LangGraph interrupts are resumed in the map form
+        (``Command(resume={interrupt_id: value})``), so several open interrupts of a
+        thread are each answerable; a breakpoint continues (``invoke(None)``) only on
+        ``{"approved": true}``; the seed marker's interrupt goes through
+        ``store.resume`` (N2). ``actor`` is recorded as given: the caller vouches for it.
+
+        Raises:
+            UnknownInterruptError, InterruptAlreadyResolvedError, InterruptExpiredError,
+                ResumeNotAllowedError: refused and recorded; the graph does not run.
+            InterruptInProgressError: another answer holds the claim (recorded).
+            AnswerNotTakenError: the graph raised on the answer or left the interrupt
+                pending; recorded as ``not_taken``; the interrupt stays open.
+        """
+        t, i, a = self._answer_args(thread_id, interrupt_id, actor)
+        return self._drive(self._answer(t, i, value, a, config))
+
+    async def aanswer(
+        self,
+        thread_id: str,
+        interrupt_id: str,
+        value: Any,
+        *,
+        actor: str,
+        config: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """As :meth:`answer`, through the graph's async API (``ainvoke``, ``aget_state``)."""
+        t, i, a = self._answer_args(thread_id, interrupt_id, actor)
+        return await self._adrive(self._answer(t, i, value, a, config))
+
+    @staticmethod
+    def _answer_args(thread_id: Any, interrupt_id: Any, actor: Any) -> tuple[str, str, str]:
+        return (
+            required_id(thread_id, "thread_id"),
+            required_id(interrupt_id, "interrupt_id"),
+            required_id(actor, "actor"),
+        )
+
+    # --- expiry ----------------------------------------------------------------------
+
+    def _wake(self, thread_id: str, interrupt_id: str, reason: str) -> _Plan:
+        snapshot = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
+        waiting = waiting_on(snapshot)
+        cfg = _config(thread_id, None, None)
+        marker = _marker_interrupt(waiting, interrupt_id)
+        if marker is not None:
+            from ..protocol import expired_resume_value
+
+            wake: Command[Any] = Command(resume={marker["interrupt_id"]: expired_resume_value(reason)})
+            yield _Graph("invoke", (wake, cfg))
+            return True
+        target = next((w for w in waiting if w["interrupt_id"] == interrupt_id), None)
+        if target is None:
+            return False
+        if target["breakpoint"]:
+            return False  # an expired breakpoint runs nothing: the thread stays paused
+        record = yield _Store("interrupt_record", (thread_id, interrupt_id))
+        payload = (record or {}).get("payload", target["value"])
+        info = {**(record or {}), "thread_id": thread_id, "interrupt_id": interrupt_id, "reason": reason}
+        answer = self.on_expiry(info) if self.on_expiry else native.expiry_answer(payload, reason)
+        yield _Graph("invoke", (Command(resume={interrupt_id: answer}), cfg))
+        return True
+
+    def waker(self) -> Callable[[str, str, str], Any]:
+        """An ``on_expired`` callback for ``store.sweep`` that wakes each expired interrupt.
+
+        It resumes the thread by interrupt id with the expiry answer (``on_expiry``)
+        when the graph still waits on it, and records no resume: the interrupt stays
+        expired. With an :class:`~symfonic_store.AsyncInterruptStore` it is a coroutine
+        function (``await store.sweep(on_expired=gate.waker())``).
+        """
+        if self._async_store:
+
+            async def awake(thread_id: str, interrupt_id: str, reason: str) -> bool:
+                return bool(await self._adrive(self._wake(thread_id, interrupt_id, reason)))
+
+            return awake
+
+        def wake(thread_id: str, interrupt_id: str, reason: str) -> bool:
+            return bool(self._drive(self._wake(thread_id, interrupt_id, reason)))
+
+        return wake
+
+
+def _resume_write(pending_writes: Any, task_id: str) -> list[Any] | None:
+    for write in pending_writes or ():
+        if write[0] == task_id and write[1] == _RESUME_CHANNEL:
+            value = write[2]
+            return list(value) if isinstance(value, list) else [value]
+    return None
+
+
+def _clear_answer(checkpointer: Any, config: Any, task_id: str) -> None:
+    """Take back the last answer a task received (it raised on it), keeping earlier ones."""
+    checkpoint = checkpointer.get_tuple(config)
+    answers = _resume_write(getattr(checkpoint, "pending_writes", None), task_id)
+    if answers:
+        checkpointer.put_writes(config, [(_RESUME_CHANNEL, answers[:-1])], task_id)
+
+
+async def _aclear_answer(checkpointer: Any, config: Any, task_id: str) -> None:
+    checkpoint = await checkpointer.aget_tuple(config)
+    answers = _resume_write(getattr(checkpoint, "pending_writes", None), task_id)
+    if answers:
+        result = checkpointer.aput_writes(config, [(_RESUME_CHANNEL, answers[:-1])], task_id)
+        if inspect.isawaitable(result):
+            await result
+
+
+__all__ = ["InterruptGateway", "waiting_on"]

@@ -1,0 +1,206 @@
+"""``store.recording_checkpointer(saver)``: nothing a graph does stays out of the audit.
+
+A checkpointer that delegates every call to ``saver`` and watches two of them:
+
+- ``put_writes``: LangGraph saves a task's interrupts (the ``__interrupt__`` write) and
+  the answers it handed the task (the ``__resume__`` write) there. An interrupt write
+  is a mint; an answer write with the task's other writes is an answer LangGraph
+  consumed; an answer write beside the task's error is an answer the graph did not
+  take (recorded ``not_taken``, and taken back from the write so that the next answer,
+  not this one, is what the task receives).
+- ``put``: a new checkpoint after checkpoint C means LangGraph no longer waits on what
+  it waited on at C: those interrupts are closed as superseded.
+
+Whoever invoked the graph, the store records it: the actor is
+``config["configurable"]["actor"]`` when given, and such answers carry
+``via: "direct"``. An answer the gateway claimed is confirmed as the gateway's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+if TYPE_CHECKING:
+    from ..store import AsyncInterruptStore, InterruptStore
+
+try:  # private channel names; tests/test_langgraph_private.py fails loudly if they move
+    from langgraph._internal._constants import ERROR as _ERROR
+    from langgraph._internal._constants import INTERRUPT as _INTERRUPT
+    from langgraph._internal._constants import RESUME as _RESUME
+except ImportError:  # pragma: no cover
+    _ERROR, _INTERRUPT, _RESUME = "__error__", "__interrupt__", "__resume__"
+
+
+def observed(
+    config: Any, writes: Sequence[tuple[str, Any]], task_id: str
+) -> tuple[list[tuple[str, Any]], dict[str, Any] | None]:
+    """The writes to forward to the saver, and what the store should record (or None)."""
+    configurable = (config or {}).get("configurable") or {}
+    thread_id = configurable.get("thread_id")
+    channels = {w[0] for w in writes}
+    if thread_id is None or not channels & {_INTERRUPT, _RESUME}:
+        return list(writes), None
+    interrupts: list[dict[str, Any]] = []
+    answer: Any = None
+    answered = False
+    forwarded: list[tuple[str, Any]] = []
+    failed = _ERROR in channels
+    error = next((w[1] for w in writes if w[0] == _ERROR), None)
+    for channel, value in writes:
+        if channel == _INTERRUPT:
+            for iv in value if isinstance(value, list | tuple) else (value,):
+                interrupts.append({"interrupt_id": iv.id, "value": iv.value})
+        elif channel == _RESUME:
+            answers = list(value) if isinstance(value, list) else [value]
+            if answers:
+                answered = True
+                answer = answers[-1]
+            if failed and answers:
+                # Take the answer back: LangGraph would hand it to the task again.
+                forwarded.append((channel, answers[:-1]))
+                continue
+        forwarded.append((channel, value))
+    record = {
+        "thread_id": str(thread_id),
+        "task_id": task_id,
+        "checkpoint_id": configurable.get("checkpoint_id"),
+        "checkpoint_ns": configurable.get("checkpoint_ns", ""),
+        "actor": None if configurable.get("actor") is None else str(configurable["actor"]),
+        "interrupts": interrupts,
+        "answered": answered,
+        "answer": answer,
+        "error": None if not failed else f"{type(error).__name__}: {error}"[:500],
+    }
+    return forwarded, record
+
+
+class RecordingCheckpointer(BaseCheckpointSaver[Any]):
+    """A checkpointer that delegates to ``saver`` and records interrupts and answers."""
+
+    def __init__(
+        self, saver: BaseCheckpointSaver[Any], store: InterruptStore | AsyncInterruptStore
+    ) -> None:
+        super().__init__(serde=saver.serde)
+        self.saver = saver
+        self.store = store
+        from ..store import AsyncInterruptStore
+
+        self._async_store = isinstance(store, AsyncInterruptStore)
+
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> None:
+        if self._async_store:
+            raise TypeError(
+                "this recording checkpointer records into an AsyncInterruptStore: run the "
+                "graph with ainvoke()/astream(), or record into an InterruptStore"
+            )
+        getattr(self.store, method)(*args, **kwargs)
+
+    async def _acall(self, method: str, *args: Any, **kwargs: Any) -> None:
+        import asyncio
+
+        if self._async_store:
+            await getattr(self.store, method)(*args, **kwargs)
+        else:
+            await asyncio.to_thread(getattr(self.store, method), *args, **kwargs)
+
+    @property
+    def config_specs(self) -> Any:
+        return self.saver.config_specs
+
+    # --- what the store records ------------------------------------------------------
+
+    @staticmethod
+    def _moved(config: Any, metadata: Any) -> tuple[Any, ...] | None:
+        """``record_checkpoint_moved`` arguments for a new checkpoint after ``config``'s."""
+        configurable = (config or {}).get("configurable") or {}
+        thread_id, checkpoint_id = configurable.get("thread_id"), configurable.get("checkpoint_id")
+        if thread_id is None or checkpoint_id is None:
+            return None
+        actor = configurable.get("actor")
+        source = (metadata or {}).get("source")
+        return (
+            str(thread_id),
+            str(checkpoint_id),
+            configurable.get("checkpoint_ns", ""),
+            None if source is None else str(source),
+            None if actor is None else str(actor),
+        )
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        saved = self.saver.put(config, checkpoint, metadata, new_versions)
+        moved = self._moved(config, metadata)
+        if moved is not None:
+            t, c, ns, source, actor = moved
+            self._call("record_checkpoint_moved", t, c, ns, source=source, actor=actor)
+        return saved
+
+    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        saved = await self.saver.aput(config, checkpoint, metadata, new_versions)
+        moved = self._moved(config, metadata)
+        if moved is not None:
+            t, c, ns, source, actor = moved
+            await self._acall("record_checkpoint_moved", t, c, ns, source=source, actor=actor)
+        return saved
+
+    def put_writes(
+        self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        forwarded, record = observed(config, writes, task_id)
+        self.saver.put_writes(config, forwarded, task_id, task_path)
+        if record is not None:
+            self._call("record_task_writes", record)
+
+    async def aput_writes(
+        self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        forwarded, record = observed(config, writes, task_id)
+        await self.saver.aput_writes(config, forwarded, task_id, task_path)
+        if record is not None:
+            await self._acall("record_task_writes", record)
+
+    # --- everything else: the saver's own ----------------------------------------------
+
+    def get_tuple(self, config: Any) -> Any:
+        return self.saver.get_tuple(config)
+
+    async def aget_tuple(self, config: Any) -> Any:
+        return await self.saver.aget_tuple(config)
+
+    def list(self, config: Any, **kwargs: Any) -> Iterator[Any]:
+        return self.saver.list(config, **kwargs)
+
+    def alist(self, config: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        return self.saver.alist(config, **kwargs)
+
+    def delete_thread(self, thread_id: str) -> None:
+        self.saver.delete_thread(thread_id)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self.saver.adelete_thread(thread_id)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self.saver.copy_thread(source_thread_id, target_thread_id)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self.saver.acopy_thread(source_thread_id, target_thread_id)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self.saver.delete_for_runs(run_ids)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self.saver.adelete_for_runs(run_ids)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self.saver.prune(thread_ids, strategy=strategy)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await self.saver.aprune(thread_ids, strategy=strategy)
+
+    def get_next_version(self, current: Any, channel: Any) -> Any:
+        return self.saver.get_next_version(current, channel)
+
+
+__all__ = ["RecordingCheckpointer", "observed"]

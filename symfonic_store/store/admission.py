@@ -1,0 +1,486 @@
+"""The rules for LangGraph's own interrupts (SPEC §8): what a thread waits on, and
+answers admitted in two phases.
+
+Like :mod:`~symfonic_store.store.lifecycle`, each function runs inside a write
+transaction on a synchronous ``Connection`` and appends through a
+:class:`~symfonic_store.append.ThreadWriter`; inputs are already validated.
+
+- :func:`record_waiting` mints every interrupt a thread waits on that the store has
+  not seen, and closes (``superseded``, ``detected_by: gateway``) every open one
+  LangGraph no longer waits on — unless an answer to it is in flight.
+- :func:`claim` is an answer's first phase: the checks of ``store.resume`` (unknown,
+  resolved, expired, stale by TTL, the approvers policy), then a claim row whose
+  primary key lets one answer hold the interrupt; a concurrent answer is refused
+  (``in_progress``, naming the claimant). The claim commits before the graph runs.
+- :func:`confirm` turns the claim into ``interrupt.resumed`` once LangGraph consumed the
+  answer; :func:`release` into ``interrupt.resume_rejected`` (``not_taken``), and the
+  interrupt reopens.
+- :func:`record_task_writes` and :func:`record_checkpoint_moved` are what the recording
+  checkpointer sees of graphs invoked without the gateway.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from .. import native
+from ..append import Refusal, ThreadWriter, flush
+from ..db.statements import (
+    claim_rows,
+    delete_claim,
+    insert_claim,
+    interrupt_events,
+    open_rows,
+    was_minted,
+)
+from ..errors import (
+    InterruptAlreadyResolvedError,
+    InterruptExpiredError,
+    InterruptInProgressError,
+    InvalidInputError,
+    ResumeNotAllowedError,
+    UnknownInterruptError,
+)
+from ..events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED
+from ..projection import is_native_mint
+from .lifecycle import Rules
+
+
+def json_safe(value: Any) -> Any:
+    """A JSON value for what a graph handed over (anything not JSON becomes text)."""
+    try:
+        return json.loads(json.dumps(value, default=str))
+    except (TypeError, ValueError, RecursionError):
+        return {"value": str(value)[:10_000]}
+
+
+def _when(moment: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(moment, UTC).isoformat(timespec="seconds")
+
+
+# --- what a thread waits on ----------------------------------------------------------
+
+
+def _mint_data(item: dict[str, Any], graph: str | None) -> dict[str, Any]:
+    value = item["value"]
+    breakpoint = bool(item.get("breakpoint"))
+    return {
+        "name": None if breakpoint else native.interrupt_name(value),
+        "payload": json_safe(value),
+        "source": native.NATIVE_SOURCE,
+        "minted_at": time.time(),
+        "tool_call_id": value.get("tool_call_id") if isinstance(value, dict) else None,
+        "run_id": None,
+        "graph": graph,
+        "checkpoint_id": item.get("checkpoint_id"),
+        "checkpoint_ns": item.get("checkpoint_ns") or "",
+        "task_id": item.get("task_id"),
+        "breakpoint": breakpoint,
+    }
+
+
+def _is_markers(w: ThreadWriter, value: Any) -> bool:
+    """Is ``value`` the seed node's interrupt for a marker this thread minted (N1)?"""
+    if not native.is_marker_value(value):
+        return False
+    marker_id = value["interrupt_id"]
+    if w.state.pending_interrupt_id == marker_id:
+        return True
+    return w.existed and was_minted(w.conn, w.thread_id, marker_id)
+
+
+def mint_waiting(
+    w: ThreadWriter,
+    items: list[dict[str, Any]],
+    opened: dict[str, dict[str, Any]],
+    *,
+    actor: str | None,
+    graph: str | None,
+) -> list[str]:
+    """Mint each of ``items`` the store has not seen (I4); returns the ids minted."""
+    minted = []
+    for item in items:
+        interrupt_id = item["interrupt_id"]
+        if interrupt_id in opened or interrupt_id in minted:
+            continue
+        if not item.get("breakpoint") and _is_markers(w, item["value"]):
+            continue  # the marker's own interrupt: the node and the router record it
+        if w.existed and was_minted(w.conn, w.thread_id, interrupt_id):
+            continue
+        w.append(MINTED, interrupt_id=interrupt_id, actor=actor, data=_mint_data(item, graph))
+        minted.append(interrupt_id)
+    return minted
+
+
+def record_waiting(
+    conn: Connection,
+    thread_id: str,
+    waiting: list[dict[str, Any]],
+    *,
+    actor: str | None,
+    graph: str | None,
+) -> list[str]:
+    """Record what the thread waits on (mints) and what it stopped waiting on (superseded)."""
+    w = ThreadWriter(conn, thread_id)
+    if not w.existed and not waiting:
+        return []
+    opened = {r["interrupt_id"]: r for r in open_rows(conn, thread_id)} if w.existed else {}
+    minted = mint_waiting(w, waiting, opened, actor=actor, graph=graph)
+    still = {item["interrupt_id"] for item in waiting}
+    if opened:
+        claimed = claim_rows(conn, thread_id)
+        for interrupt_id in opened:
+            if interrupt_id not in still and interrupt_id not in claimed:
+                w.append(
+                    EXPIRED,
+                    interrupt_id=interrupt_id,
+                    data={"reason": "superseded", "detected_by": "gateway"},
+                )
+    flush(conn, [w])
+    return minted
+
+
+def waiting_settled(
+    conn: Connection, thread_id: str, waiting: list[dict[str, Any]]
+) -> tuple[bool, list[str]]:
+    """Read-only: ``(True, [])`` when :func:`record_waiting` would write nothing --
+    every waiting interrupt is open already and every open one is still waited on."""
+    opened = {r["interrupt_id"] for r in open_rows(conn, thread_id)}
+    ids = {item["interrupt_id"] for item in waiting}
+    if opened == ids:
+        return True, []
+    return False, []
+
+
+# --- answers: claim, confirm, release --------------------------------------------------
+
+
+def _refuse(
+    w: ThreadWriter,
+    interrupt_id: str,
+    response: Any,
+    actor: str | None,
+    why: str,
+    error: Exception,
+    **extra: Any,
+) -> Refusal:
+    w.append(
+        RESUME_REJECTED,
+        interrupt_id=interrupt_id,
+        actor=actor,
+        data={"response": response, "why": why, "via": "gateway", **extra},
+    )
+    flush(w.conn, [w])
+    return Refusal(error)  # type: ignore[arg-type]
+
+
+def claim(
+    conn: Connection,
+    rules: Rules,
+    thread_id: str,
+    interrupt_id: str,
+    response: Any,
+    actor: str,
+) -> dict[str, Any] | Refusal:
+    """An answer's first phase: refuse it (recorded), or claim the interrupt for it."""
+    w = ThreadWriter(conn, thread_id)
+    where = f"interrupt {interrupt_id!r} on thread {thread_id!r}"
+    if not w.existed:
+        # A mistyped thread id: refused, and nothing written there (I10).
+        return Refusal(
+            UnknownInterruptError(
+                f"{where} is unknown: the thread has no events; check the thread id",
+                thread_id=thread_id, interrupt_id=interrupt_id,
+            )
+        )
+    opened = {r["interrupt_id"]: r for r in open_rows(conn, thread_id)}
+    row = opened.get(interrupt_id)
+    if row is None:
+        history = interrupt_events(conn, thread_id, interrupt_id)
+        minted = next((e for e in history if e.type == MINTED), None)
+        ending = next((e for e in history if e.type != MINTED), None)
+        if minted is not None and ending is None and not is_native_mint(minted.data):
+            raise InvalidInputError(
+                "interrupt_id", f"{where} is a seed marker: answer it with store.resume(...)"
+            )
+        if ending is not None and ending.type == RESUMED:
+            return _refuse(
+                w, interrupt_id, response, actor, "already_resolved",
+                InterruptAlreadyResolvedError(
+                    f"{where} was already answered by {ending.actor!r} at "
+                    f"{ending.occurred_at.isoformat(timespec='seconds')}; this answer was not "
+                    "applied and has been recorded as rejected",
+                    thread_id=thread_id, interrupt_id=interrupt_id,
+                ),
+            )
+        if ending is not None:
+            reason = ending.data.get("reason")
+            return _refuse(
+                w, interrupt_id, response, actor, "expired",
+                InterruptExpiredError(
+                    f"{where} expired at {ending.occurred_at.isoformat(timespec='seconds')} "
+                    f"(reason: {reason}); the answer was not applied and has been recorded",
+                    thread_id=thread_id, interrupt_id=interrupt_id, reason=str(reason),
+                ),
+            )
+        return _refuse(
+            w, interrupt_id, response, actor, "unknown",
+            UnknownInterruptError(
+                f"{where} is unknown: LangGraph is not waiting on it and nothing was minted "
+                "with that id; `store.open_interrupts(thread_id)` lists what is waiting",
+                thread_id=thread_id, interrupt_id=interrupt_id,
+            ),
+        )
+    held = claim_rows(conn, thread_id).get(interrupt_id)
+    if held is not None:
+        return _refuse(
+            w, interrupt_id, response, actor, "in_progress",
+            InterruptInProgressError(
+                f"{where} is being answered by {held['actor']!r} (claimed at "
+                f"{_when(held['claimed_at'])}); this answer was not applied and has been "
+                "recorded as rejected",
+                thread_id=thread_id, interrupt_id=interrupt_id,
+                claimant=held["actor"], claimed_at=held["claimed_at"],
+            ),
+            claimant=held["actor"],
+        )
+    ttl = rules.ttl_seconds
+    if ttl is not None and not row["breakpoint"] and time.time() - row["minted_at"] > ttl:
+        w.append(
+            EXPIRED, interrupt_id=interrupt_id, data={"reason": "ttl", "detected_by": "resume"}
+        )
+        return _refuse(
+            w, interrupt_id, response, actor, "expired",
+            InterruptExpiredError(
+                f"{where} is stale (reason: ttl) and is now expired; the answer was not "
+                "applied and has been recorded as rejected",
+                thread_id=thread_id, interrupt_id=interrupt_id, reason="ttl",
+            ),
+        )
+    view = {"name": row["name"], "interrupt_id": interrupt_id, "payload": row["payload"]}
+    if rules.approvers is not None and not rules.approvers(thread_id, view, actor):
+        return _refuse(
+            w, interrupt_id, response, actor, "not_allowed",
+            ResumeNotAllowedError(
+                f"{actor!r} may not answer {where}: the approvers policy refuses it; "
+                "the attempt has been recorded",
+                thread_id=thread_id, interrupt_id=interrupt_id,
+            ),
+        )
+    insert_claim(
+        conn,
+        {
+            "thread_id": thread_id,
+            "interrupt_id": interrupt_id,
+            "actor": actor,
+            "response": response,
+            "claimed_at": time.time(),
+        },
+    )
+    return row
+
+
+def _decision_data(row: dict[str, Any] | None, response: Any, decision: str | None) -> dict[str, Any]:
+    if decision is not None:
+        return {"decision": decision}
+    if row is None:
+        return {}
+    found = native.decisions(row["payload"], response, breakpoint=bool(row["breakpoint"]))
+    return {"decision": found[0]} if len(found) == 1 else {"decisions": found}
+
+
+def confirm(
+    conn: Connection,
+    thread_id: str,
+    interrupt_id: str,
+    *,
+    decision: str | None = None,
+    via: str = "gateway",
+) -> bool:
+    """The claim's second phase: LangGraph consumed the answer. False if nothing to do."""
+    held = claim_rows(conn, thread_id).get(interrupt_id)
+    if held is None:
+        return False  # settled already (the recording checkpointer saw it first)
+    w = ThreadWriter(conn, thread_id)
+    row = next((r for r in open_rows(conn, thread_id) if r["interrupt_id"] == interrupt_id), None)
+    delete_claim(conn, thread_id, interrupt_id)
+    if row is None:
+        return False  # ended meanwhile (expired by an operator): the ending stands
+    w.append(
+        RESUMED,
+        interrupt_id=interrupt_id,
+        actor=held["actor"],
+        data={"response": held["response"], "via": via, **_decision_data(row, held["response"], decision)},
+    )
+    flush(conn, [w])
+    return True
+
+
+def release(
+    conn: Connection, thread_id: str, interrupt_id: str, *, error: str, via: str = "gateway"
+) -> bool:
+    """The graph did not take the claimed answer: record it, and reopen the interrupt."""
+    held = claim_rows(conn, thread_id).get(interrupt_id)
+    if held is None:
+        return False
+    w = ThreadWriter(conn, thread_id)
+    delete_claim(conn, thread_id, interrupt_id)
+    w.append(
+        RESUME_REJECTED,
+        interrupt_id=interrupt_id,
+        actor=held["actor"],
+        data={"response": held["response"], "why": "not_taken", "error": error, "via": via},
+    )
+    flush(conn, [w])
+    return True
+
+
+# --- what the recording checkpointer sees --------------------------------------------
+
+
+def record_task_writes(conn: Connection, record: dict[str, Any]) -> None:
+    """A task's interrupt and answer writes: mints, consumed and refused answers."""
+    thread_id = record["thread_id"]
+    w = ThreadWriter(conn, thread_id)
+    opened = {r["interrupt_id"]: r for r in open_rows(conn, thread_id)} if w.existed else {}
+    if record["answered"]:
+        target = next(
+            (r for r in opened.values() if r["task_id"] == record["task_id"] and not r["breakpoint"]),
+            None,
+        )
+        if target is not None:
+            interrupt_id = target["interrupt_id"]
+            held = claim_rows(conn, thread_id).get(interrupt_id)
+            if held is not None:
+                if record["error"] is None:  # the gateway's answer, consumed
+                    delete_claim(conn, thread_id, interrupt_id)
+                    w.append(
+                        RESUMED,
+                        interrupt_id=interrupt_id,
+                        actor=held["actor"],
+                        data={
+                            "response": held["response"],
+                            "via": "gateway",
+                            **_decision_data(target, held["response"], None),
+                        },
+                    )
+                    del opened[interrupt_id]
+                # else: the gateway releases its own claim
+            else:
+                answer = json_safe(record["answer"])
+                if record["error"] is None:
+                    w.append(
+                        RESUMED,
+                        interrupt_id=interrupt_id,
+                        actor=record["actor"],
+                        data={"response": answer, "via": "direct", **_decision_data(target, answer, None)},
+                    )
+                    del opened[interrupt_id]
+                else:
+                    w.append(
+                        RESUME_REJECTED,
+                        interrupt_id=interrupt_id,
+                        actor=record["actor"],
+                        data={"response": answer, "why": "not_taken", "error": record["error"], "via": "direct"},
+                    )
+    items = [
+        {
+            "interrupt_id": iv["interrupt_id"],
+            "value": iv["value"],
+            "task_id": record["task_id"],
+            "checkpoint_id": record["checkpoint_id"],
+            "checkpoint_ns": record["checkpoint_ns"],
+            "breakpoint": False,
+        }
+        for iv in record["interrupts"]
+    ]
+    mint_waiting(w, items, opened, actor=record["actor"], graph=None)
+    flush(conn, [w])
+
+
+def record_checkpoint_moved(
+    conn: Connection,
+    thread_id: str,
+    checkpoint_id: str,
+    checkpoint_ns: str,
+    *,
+    source: str | None,
+    actor: str | None,
+) -> None:
+    """A new checkpoint after ``checkpoint_id``: what LangGraph waited on there is over.
+
+    After new input or ``update_state`` an open interrupt raised at that checkpoint is
+    superseded (after a completed step it was answered: the task's writes say how); an
+    open breakpoint there
+    that the graph ran past without the gateway (``invoke(None)``: a ``loop`` step) is
+    recorded as a bypass (``via: "direct"``), and one refused through the gateway is
+    recorded as run past anyway. A claim in flight is left to its gateway.
+    """
+    w = ThreadWriter(conn, thread_id)
+    if not w.existed:
+        return
+    claimed = claim_rows(conn, thread_id)
+    for row in open_rows(conn, thread_id):
+        if row["checkpoint_id"] != checkpoint_id or (row["checkpoint_ns"] or "") != checkpoint_ns:
+            continue
+        if row["interrupt_id"] in claimed:
+            continue
+        if source == "loop" and not row["breakpoint"]:
+            # The step at that checkpoint completed: its interrupts were answered, and
+            # the task's own writes (recorded by record_task_writes, in whatever order
+            # LangGraph saves them) say how.
+            continue
+        if row["breakpoint"] and source == "loop":
+            w.append(
+                RESUMED,
+                interrupt_id=row["interrupt_id"],
+                actor=actor,
+                data={"response": None, "via": "direct", "decision": "bypassed"},
+            )
+        else:
+            w.append(
+                EXPIRED,
+                interrupt_id=row["interrupt_id"],
+                data={"reason": "superseded", "detected_by": "gateway"},
+            )
+    breakpoint_id = native.BREAKPOINT_PREFIX + checkpoint_id
+    if source == "loop" and breakpoint_id not in claimed:
+        history = interrupt_events(conn, thread_id, breakpoint_id)
+        ending = next((e for e in history if e.type == RESUMED), None)
+        if ending is not None and ending.data.get("decision") == "rejected":
+            w.append(
+                RESUME_REJECTED,
+                interrupt_id=breakpoint_id,
+                actor=actor,
+                data={
+                    "response": None,
+                    "why": "already_resolved",
+                    "via": "direct",
+                    "error": "the graph ran past a breakpoint that was refused",
+                },
+            )
+    flush(conn, [w])
+
+
+def moved_settled(conn: Connection, thread_id: str, checkpoint_id: str) -> tuple[bool, None]:
+    """Read-only: ``(True, None)`` when nothing was waited on at that checkpoint."""
+    if any(r["checkpoint_id"] == checkpoint_id for r in open_rows(conn, thread_id)):
+        return False, None
+    if was_minted(conn, thread_id, native.BREAKPOINT_PREFIX + checkpoint_id):
+        return False, None
+    return True, None
+
+
+def interrupt_record(conn: Connection, thread_id: str, interrupt_id: str) -> dict[str, Any] | None:
+    """The mint of an interrupt (its data, the requester, when), or None."""
+    history = interrupt_events(conn, thread_id, interrupt_id)
+    minted = next((e for e in history if e.type == MINTED), None)
+    if minted is None:
+        return None
+    return {**minted.data, "actor": minted.actor, "interrupt_id": interrupt_id, "thread_id": thread_id}

@@ -1,0 +1,285 @@
+"""The gateway records and gates LangGraph's own interrupts on real graphs (SPEC §8).
+
+Every test runs on SQLite and PostgreSQL (the store and LangGraph's checkpointer on the
+same database), through ``invoke`` and through ``ainvoke`` (AsyncInterruptStore with
+the async savers). Side effects are counted: "ran once" and "did not run" are proven.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from graph_rig import config_for, new_store, open_saver, ready
+from native_graphs import (
+    Wires,
+    breakpoint_graph,
+    hitl_agent,
+    inbox_graph,
+    node_graph,
+    schema_graph,
+    tool_agent,
+    tool_node_graph,
+)
+
+from symfonic_store import (
+    AnswerNotTakenError,
+    InterruptAlreadyResolvedError,
+    InterruptGateway,
+    UnknownInterruptError,
+)
+
+DRIVERS = ["invoke", "ainvoke"]
+
+
+class Gate:
+    """A gateway driven through the sync or the async API, with its store and wires."""
+
+    def __init__(self, gateway: InterruptGateway, store: Any, driver: str, wires: Wires) -> None:
+        self.gateway = gateway
+        self.store = store
+        self.driver = driver
+        self.wires = wires
+
+    async def s(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return await ready(getattr(self.store, method)(*args, **kwargs))
+
+    async def invoke(self, value: Any, thread_id: str, **configurable: Any) -> Any:
+        config = config_for(thread_id, **configurable)
+        if self.driver == "ainvoke":
+            return await self.gateway.ainvoke(value, config)
+        return self.gateway.invoke(value, config)
+
+    async def answer(self, thread_id: str, interrupt_id: str, value: Any, actor: str) -> Any:
+        if self.driver == "ainvoke":
+            return await self.gateway.aanswer(thread_id, interrupt_id, value, actor=actor)
+        return self.gateway.answer(thread_id, interrupt_id, value, actor=actor)
+
+    async def open(self, thread_id: str) -> list[dict[str, Any]]:
+        return list(await self.s("open_interrupts", thread_id))
+
+    async def history(self, thread_id: str) -> list[Any]:
+        return list(await self.s("history", thread_id))
+
+    async def state(self, thread_id: str) -> Any:
+        config = config_for(thread_id)
+        if self.driver == "ainvoke":
+            return await self.gateway.graph.aget_state(config)
+        return self.gateway.graph.get_state(config)
+
+
+@asynccontextmanager
+async def gate_for(
+    db_url: str, driver: str, build: Callable[..., Any], *args: Any, **kwargs: Any
+) -> AsyncIterator[Gate]:
+    store = new_store(db_url, driver)
+    await ready(store.setup())
+    try:
+        async with open_saver(db_url, driver) as saver:
+            wires = Wires()
+            graph = build(saver, wires, *args, **kwargs)
+            yield Gate(InterruptGateway(graph, store), store, driver, wires)
+    finally:
+        await ready(store.aclose() if driver == "ainvoke" else store.close())
+
+
+def of_type(events: list[Any], type_: str) -> list[Any]:
+    return [e for e in events if e.type == type_]
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_an_interrupt_in_a_node_is_minted_answered_once_and_runs_once(db_url: str, driver: str) -> None:
+    """interrupt() in a node: the mint keeps LangGraph's id and value; one answer, one wire."""
+    async with gate_for(db_url, driver, node_graph) as gate:
+        out = await gate.invoke({}, "t-node", actor="requester")
+        (paused,) = out["__interrupt__"]
+        (opened,) = await gate.open("t-node")
+        assert opened["interrupt_id"] == paused.id
+        assert opened["payload"] == {"name": "wire_approval", "amount": 999, "to": "acct-1"}
+        assert opened["name"] == "wire_approval" and opened["source"] == "langgraph"
+        mint = of_type(await gate.history("t-node"), "interrupt.minted")[0]
+        assert mint.actor == "requester" and mint.data["graph"] == "wire-node"
+
+        await gate.answer("t-node", paused.id, {"approved": True}, "alice")
+        assert gate.wires.sent == [999]
+        with pytest.raises(InterruptAlreadyResolvedError):
+            await gate.answer("t-node", paused.id, {"approved": True}, "bob")
+        assert gate.wires.sent == [999]
+        (resumed,) = of_type(await gate.history("t-node"), "interrupt.resumed")
+        assert resumed.actor == "alice" and resumed.data["response"] == {"approved": True}
+        assert resumed.data["via"] == "gateway"
+        assert await gate.open("t-node") == []
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_an_answer_the_graph_raises_on_never_locks_out_the_real_approver(db_url: str, driver: str) -> None:
+    """The graph raises on mallory's answer: recorded not_taken, still open; alice's answer is the one the node gets."""
+    async with gate_for(db_url, driver, node_graph) as gate:
+        out = await gate.invoke({}, "t-bad")
+        (paused,) = out["__interrupt__"]
+        with pytest.raises(AnswerNotTakenError) as refused:
+            await gate.answer("t-bad", paused.id, "bad", "mallory")
+        assert "ValueError" in refused.value.error
+        assert [o["interrupt_id"] for o in await gate.open("t-bad")] == [paused.id]
+        (rejected,) = of_type(await gate.history("t-bad"), "interrupt.resume_rejected")
+        assert rejected.actor == "mallory" and rejected.data["why"] == "not_taken"
+        assert "ValueError" in rejected.data["error"]
+
+        await gate.answer("t-bad", paused.id, {"approved": True}, "alice")
+        assert gate.wires.sent == [999]
+        state = await gate.state("t-bad")
+        assert state.values["answers"] == [{"approved": True}]
+        (resumed,) = of_type(await gate.history("t-bad"), "interrupt.resumed")
+        assert resumed.actor == "alice"
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_a_response_schema_refusal_is_not_recorded_as_applied(db_url: str, driver: str) -> None:
+    """LangGraph's response_schema refuses the answer: not_taken, and the valid answer is admitted next."""
+    async with gate_for(db_url, driver, schema_graph) as gate:
+        (paused,) = (await gate.invoke({}, "t-schema"))["__interrupt__"]
+        with pytest.raises(AnswerNotTakenError):
+            await gate.answer("t-schema", paused.id, {"approved": "maybe?"}, "mallory")
+        assert of_type(await gate.history("t-schema"), "interrupt.resumed") == []
+        await gate.answer("t-schema", paused.id, {"approved": True}, "alice")
+        assert gate.wires.sent == [500]
+        (resumed,) = of_type(await gate.history("t-schema"), "interrupt.resumed")
+        assert resumed.actor == "alice"
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_an_interrupt_inside_a_tool_under_toolnode_pauses_and_resumes(db_url: str, driver: str) -> None:
+    """interrupt() in a tool run by LangGraph's ToolNode: recorded, answered once, wired once."""
+    async with gate_for(db_url, driver, tool_node_graph, 100) as gate:
+        await gate.invoke({"messages": [("user", "pay")]}, "t-toolnode")
+        (opened,) = await gate.open("t-toolnode")
+        assert opened["payload"] == {"name": "wire_approval", "amount": 100}
+        out = await gate.answer("t-toolnode", opened["interrupt_id"], {"approved": True}, "alice")
+        assert gate.wires.sent == [100]
+        assert out["messages"][-1].content == "done"
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_parallel_tool_calls_are_each_open_and_answerable(db_url: str, driver: str) -> None:
+    """Two tool calls that pause in one step: two open interrupts, none superseding the other, each answered by id."""
+    async with gate_for(db_url, driver, tool_agent, 100, 200) as gate:
+        await gate.invoke({"messages": [("user", "pay both")]}, "t-tools")
+        opened = await gate.open("t-tools")
+        assert sorted(o["payload"]["amount"] for o in opened) == [100, 200]
+        by_amount = {o["payload"]["amount"]: o["interrupt_id"] for o in opened}
+        await gate.answer("t-tools", by_amount[100], {"approved": True}, "alice")
+        assert gate.wires.sent == [100]
+        assert [o["interrupt_id"] for o in await gate.open("t-tools")] == [by_amount[200]]
+        await gate.answer("t-tools", by_amount[200], {"approved": False}, "bob")
+        assert gate.wires.sent == [100]
+        assert await gate.open("t-tools") == []
+        events = await gate.history("t-tools")
+        assert of_type(events, "interrupt.expired") == []
+        assert sorted(e.actor for e in of_type(events, "interrupt.resumed")) == ["alice", "bob"]
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_hitl_middleware_batched_request_is_named_and_answered_with_decisions(db_url: str, driver: str) -> None:
+    """HumanInTheLoopMiddleware (batched): one interrupt named by its actions; a reject decision wires nothing."""
+    async with gate_for(db_url, driver, hitl_agent, 999, 5) as gate:
+        await gate.invoke({"messages": [("user", "pay")]}, "t-hitl")
+        (opened,) = await gate.open("t-hitl")
+        assert opened["name"] == "wire,wire"
+        decisions = {"decisions": [{"type": "reject", "message": "no"}, {"type": "approve"}]}
+        await gate.answer("t-hitl", opened["interrupt_id"], decisions, "alice")
+        assert gate.wires.sent == [5]
+        (resumed,) = of_type(await gate.history("t-hitl"), "interrupt.resumed")
+        assert resumed.data["response"] == decisions
+        assert resumed.data["decisions"] == ["reject", "approve"]
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_hitl_middleware_per_call_interrupts_are_answered_one_by_one(db_url: str, driver: str) -> None:
+    """HumanInTheLoopMiddleware(interrupt_mode="per_call"): one interrupt per call, each its own decision."""
+    async with gate_for(db_url, driver, hitl_agent, 300, 400, mode="per_call") as gate:
+        await gate.invoke({"messages": [("user", "pay")]}, "t-per-call")
+        opened = await gate.open("t-per-call")
+        assert [o["name"] for o in opened] == ["wire", "wire"]
+        by_amount = {o["payload"]["args"]["amount"]: o["interrupt_id"] for o in opened}
+        await gate.answer("t-per-call", by_amount[300], {"type": "reject", "message": "no"}, "alice")
+        assert gate.wires.sent == []
+        await gate.answer("t-per-call", by_amount[400], {"type": "approve"}, "bob")
+        assert gate.wires.sent == [400]
+        decisions = [e.data["decision"] for e in of_type(await gate.history("t-per-call"), "interrupt.resumed")]
+        assert decisions == ["reject", "approve"]
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_an_agent_inbox_answer_is_kept_as_the_list_it_is(db_url: str, driver: str) -> None:
+    """Agent Inbox: the answer [{"type": "accept"}] reaches the node unchanged (not stringified)."""
+    async with gate_for(db_url, driver, inbox_graph) as gate:
+        (paused,) = (await gate.invoke({}, "t-inbox"))["__interrupt__"]
+        (opened,) = await gate.open("t-inbox")
+        assert opened["name"] == "wire"
+        await gate.answer("t-inbox", paused.id, [{"type": "accept", "args": None}], "alice")
+        assert gate.wires.sent == [750]
+        (resumed,) = of_type(await gate.history("t-inbox"), "interrupt.resumed")
+        assert resumed.data["response"] == [{"type": "accept", "args": None}]
+        assert resumed.data["decision"] == "accept"
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_a_rejected_breakpoint_does_not_run_the_wire(db_url: str, driver: str) -> None:
+    """interrupt_before: a reject is recorded and the node does not run; the thread stays paused before it."""
+    async with gate_for(db_url, driver, breakpoint_graph) as gate:
+        await gate.invoke({}, "t-bp")
+        (opened,) = await gate.open("t-bp")
+        assert opened["interrupt_id"].startswith("bp-") and opened["payload"] == {"next": ["wire"]}
+        await gate.answer("t-bp", opened["interrupt_id"], {"approved": False}, "bob")
+        assert gate.wires.sent == []
+        assert (await gate.state("t-bp")).next == ("wire",)
+        (resumed,) = of_type(await gate.history("t-bp"), "interrupt.resumed")
+        assert resumed.actor == "bob" and resumed.data["decision"] == "rejected"
+        with pytest.raises(InterruptAlreadyResolvedError):
+            await gate.answer("t-bp", opened["interrupt_id"], {"approved": True}, "mallory")
+        assert gate.wires.sent == []
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_an_approved_breakpoint_runs_the_node_once(db_url: str, driver: str) -> None:
+    """interrupt_before: {"approved": true} continues the run; the wire runs once."""
+    async with gate_for(db_url, driver, breakpoint_graph) as gate:
+        await gate.invoke({}, "t-bp-ok")
+        (opened,) = await gate.open("t-bp-ok")
+        out = await gate.answer("t-bp-ok", opened["interrupt_id"], {"approved": True}, "alice")
+        assert out["done"] == ["plan", "wire"] and gate.wires.sent == [999]
+        (resumed,) = of_type(await gate.history("t-bp-ok"), "interrupt.resumed")
+        assert resumed.data["decision"] == "approved"
+        assert await gate.open("t-bp-ok") == []
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_an_interrupt_langgraph_stops_waiting_on_is_closed_as_superseded(db_url: str, driver: str) -> None:
+    """New input moves the thread past its interrupt: the next gateway call closes it as superseded."""
+    async with gate_for(db_url, driver, node_graph) as gate:
+        (first,) = (await gate.invoke({}, "t-sup"))["__interrupt__"]
+        if driver == "ainvoke":
+            await gate.gateway.graph.aupdate_state(config_for("t-sup"), {"answers": ["skip"]}, as_node="approve")
+        else:
+            gate.gateway.graph.update_state(config_for("t-sup"), {"answers": ["skip"]}, as_node="approve")
+        await gate.invoke({}, "t-sup")
+        (expired,) = of_type(await gate.history("t-sup"), "interrupt.expired")
+        assert expired.interrupt_id == first.id
+        assert expired.data == {"reason": "superseded", "detected_by": "gateway"}
+        with pytest.raises(Exception):
+            await gate.answer("t-sup", first.id, {"approved": True}, "alice")
+        assert gate.wires.sent == []
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_an_id_langgraph_is_not_waiting_on_is_refused_without_running_the_graph(db_url: str, driver: str) -> None:
+    """A made-up interrupt id on a real thread: UnknownInterruptError, recorded, nothing runs."""
+    async with gate_for(db_url, driver, node_graph) as gate:
+        await gate.invoke({}, "t-unknown")
+        with pytest.raises(UnknownInterruptError):
+            await gate.answer("t-unknown", "0" * 32, {"approved": True}, "alice")
+        assert gate.wires.sent == []
+        (rejected,) = of_type(await gate.history("t-unknown"), "interrupt.resume_rejected")
+        assert rejected.data["why"] == "unknown"
