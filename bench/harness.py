@@ -71,7 +71,7 @@ class Ratios:
 
     def spread(self) -> str:
         q1, q3 = self.quartiles
-        return f"IQR {q1:.2f}-{q3:.2f}, range {self.lo:.2f}-{self.hi:.2f}, {self.n} pairs"
+        return f"IQR {q1:.2f}-{q3:.2f}, range {self.lo:.2f}-{self.hi:.2f}, {self.n} pair{'s' if self.n != 1 else ''}"
 
 
 @dataclass(frozen=True)
