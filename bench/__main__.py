@@ -47,7 +47,7 @@ def table(results: list[dict[str, object]]) -> str:
         spread = ""
         if r.get("pairs"):
             spread = (f"IQR {r['q1']:.2f}-{r['q3']:.2f}, range {r['lo']:.2f}-{r['hi']:.2f}, "
-                      f"{r['pairs']} pairs")
+                      f"{r['pairs']} pair{'s' if r['pairs'] != 1 else ''}")
         elif r["ratio"] is not None:
             spread = "one measurement"
         lines.append(f"| {r['bench']} | {r['target']} | {r['figure']} | {ratio} | {spread} "
