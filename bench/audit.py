@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
     total = 1_000 if args.quick else 10_000
     seeds = 50 if args.quick else 100
     rounds = args.rounds or (5 if args.quick else 11)
-    history_rounds = args.history_rounds if args.history_rounds is not None else (1 if args.quick else 3)
+    history_rounds = args.history_rounds if args.history_rounds is not None else (1 if args.quick else 2)
     say(f"[6] audit: who approved what across {total:,} threads (SQLite store, SqliteSaver)")
     with scratch_dir() as tmp:
         checkpoints = sqlite3.connect(tmp / "checkpoints.db", check_same_thread=False)

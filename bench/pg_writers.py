@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> None:
     rounds = args.rounds or (4 if args.quick else 16)
     say("[8] PostgreSQL writers: the store against plain psycopg one-row commits, "
         "same processes, interleaved rounds from a start barrier; median of paired ratios")
-    for processes, cycles in ((1, 10 if args.quick else 50), (8, 5 if args.quick else 20)):
+    for processes, cycles in ((1, 10 if args.quick else 100), (8, 5 if args.quick else 25)):
         measure(processes, cycles, rounds)
 
 
