@@ -119,10 +119,9 @@ def report(
     spread: dict[str, Any] = {}
     if isinstance(ratio, Ratios):
         q1, q3 = ratio.quartiles
-        spread = {"q1": round(q1, 3), "q3": round(q3, 3), "lo": round(ratio.lo, 3),
-                  "hi": round(ratio.hi, 3), "pairs": ratio.n}
-    result = Result(bench, target, figure, None if value is None else round(value, 3), goal, met,
-                    **spread)
+        spread = {"q1": q1, "q3": q3, "lo": ratio.lo, "hi": ratio.hi, "pairs": ratio.n}
+    # Unrounded, so the results table shows the same digits as the line printed here.
+    result = Result(bench, target, figure, value, goal, met, **spread)
     verdict = {True: "MET", False: "MISSED", None: "reported"}[met]
     shown = ""
     if isinstance(ratio, Ratios):
