@@ -1,6 +1,6 @@
 """Run every benchmark, each in its own process, and print a table of the results.
 
-    python -m bench                 # full sizes (about 10 minutes on 2 cores)
+    python -m bench                 # full sizes (several minutes on 2 cores)
     python -m bench --quick         # small sizes, a smoke check
     python -m bench append sweep    # some of them
     python -m bench --markdown out.md
@@ -37,11 +37,21 @@ BENCHMARKS = {
 
 
 def table(results: list[dict[str, object]]) -> str:
-    lines = ["| benchmark | target | figure | ratio | goal | met |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| benchmark | target | figure | ratio (median) | spread of paired ratios | goal | met |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         met = {True: "yes", False: "**no**", None: "reported"}[r["met"]]  # type: ignore[index]
         ratio = "" if r["ratio"] is None else f"{r['ratio']:.2f}"
-        lines.append(f"| {r['bench']} | {r['target']} | {r['figure']} | {ratio} | {r['goal']} | {met} |")
+        spread = ""
+        if r.get("pairs"):
+            spread = (f"IQR {r['q1']:.2f}-{r['q3']:.2f}, range {r['lo']:.2f}-{r['hi']:.2f}, "
+                      f"{r['pairs']} pair{'s' if r['pairs'] != 1 else ''}")
+        elif r["ratio"] is not None:
+            spread = "one measurement"
+        lines.append(f"| {r['bench']} | {r['target']} | {r['figure']} | {ratio} | {spread} "
+                     f"| {r['goal']} | {met} |")
     return "\n".join(lines)
 
 

@@ -2,8 +2,13 @@
 
 The store answers with one ``audit()`` call. The peer is LangGraph alone: the approver
 is kept in the graph state (it travels in the answer, so it lands in the approval's
-``ToolMessage``) and is found by walking each thread's checkpoint history with
-``get_state_history``. Both answers must agree. Target: the store >= 100x faster.
+``ToolMessage``) and is read from each thread's latest state with ``graph.get_state``
+(the messages accumulate, so the latest state holds the approval). That is the fair
+peer: the same answer from LangGraph's own latest checkpoint. Both answers must agree.
+Target: the store >= 20x faster, decided on the median of paired per-round ratios of
+interleaved passes (:func:`bench.harness.paired`). Walking every checkpoint with
+``get_state_history`` gives the same answer far more slowly; it is timed too, for
+information only (``--history-rounds``).
 
 The threads are real: the refund agent (:mod:`symfonic_store.agent`, SqliteSaver, the
 store) runs ``seeds`` conversations, approved or rejected by different people; then
@@ -21,7 +26,7 @@ from typing import Any
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from bench.harness import parser, report, say, scratch_dir, timed
+from bench.harness import paired, parser, report, say, scratch_dir
 from symfonic_store import InterruptStore
 from symfonic_store.db.schema import events
 from symfonic_store.demo import APPROVAL, build_agent_graph
@@ -85,26 +90,51 @@ def from_store(store: InterruptStore) -> set[tuple[str, str | None, bool]]:
     }
 
 
-def from_checkpoints(graph: Any, threads: list[str]) -> set[tuple[str, str | None, bool]]:
-    """Walk every thread's checkpoint history for the approval's ToolMessage."""
+def _approval(messages: list[Any]) -> dict[str, Any] | None:
+    answer = None
+    for message in messages:
+        if isinstance(message, ToolMessage) and message.name == f"interrupt:{APPROVAL}":
+            answer = json.loads(message.content)
+    return answer
+
+
+def from_latest_state(graph: Any, threads: list[str]) -> set[tuple[str, str | None, bool]]:
+    """The fair peer: each thread's latest state (``get_state``) holds the approval."""
     found = set()
     for thread_id in threads:
-        answer = None
-        for snapshot in graph.get_state_history({"configurable": {"thread_id": thread_id}}):
-            for message in snapshot.values.get("messages", []):
-                if isinstance(message, ToolMessage) and message.name == f"interrupt:{APPROVAL}":
-                    answer = json.loads(message.content)
+        snapshot = graph.get_state({"configurable": {"thread_id": thread_id}})
+        answer = _approval(snapshot.values.get("messages", []))
         if answer is not None:
             found.add((thread_id, answer.get("approver"), bool(answer.get("approved"))))
     return found
 
 
+def from_history(graph: Any, threads: list[str]) -> set[tuple[str, str | None, bool]]:
+    """Informational: walk every checkpoint of every thread for the approval."""
+    found = set()
+    for thread_id in threads:
+        answer = None
+        for snapshot in graph.get_state_history({"configurable": {"thread_id": thread_id}}):
+            answer = _approval(snapshot.values.get("messages", [])) or answer
+        if answer is not None:
+            found.add((thread_id, answer.get("approver"), bool(answer.get("approved"))))
+    return found
+
+
+GOAL = 20.0
+
+
 def main(argv: list[str] | None = None) -> None:
     cli = parser(__doc__.splitlines()[0])
-    cli.add_argument("--rounds", type=int, default=2, help="interleaved timing rounds")
+    cli.add_argument("--rounds", type=int, default=None,
+                     help="interleaved rounds of audit() against get_state per thread")
+    cli.add_argument("--history-rounds", type=int, default=None,
+                     help="interleaved rounds against the get_state_history walk (0: skip)")
     args = cli.parse_args(argv)
     total = 1_000 if args.quick else 10_000
     seeds = 50 if args.quick else 100
+    rounds = args.rounds or (5 if args.quick else 11)
+    history_rounds = args.history_rounds if args.history_rounds is not None else (1 if args.quick else 2)
     say(f"[6] audit: who approved what across {total:,} threads (SQLite store, SqliteSaver)")
     with scratch_dir() as tmp:
         checkpoints = sqlite3.connect(tmp / "checkpoints.db", check_same_thread=False)
@@ -115,25 +145,46 @@ def main(argv: list[str] | None = None) -> None:
         graph = build_agent_graph(store, checkpointer=saver)
         run_seeds(graph, store, seeds)
         threads = copy_threads(checkpoints, store, seeds, total)
-        # Interleaved rounds, the best of each (the machine is shared).
-        store_times, graph_times = [], []
-        for _ in range(args.rounds):
-            seconds, ours = timed(lambda: from_store(store))
-            store_times.append(seconds)
-            seconds, theirs = timed(lambda: from_checkpoints(graph, threads))
-            graph_times.append(seconds)
-        store_s, graph_s = min(store_times), min(graph_times)
+        answers: dict[str, list[set[tuple[str, str | None, bool]]]] = {}
+
+        def side(name: str, fn: Any) -> Any:
+            """One timed pass; its answer is kept and compared after the timing."""
+            kept = answers.setdefault(name, [])
+            return lambda i: kept.append(fn())
+
+        runs = paired(
+            {"store": side("store", lambda: from_store(store)),
+             "get_state": side("get_state", lambda: from_latest_state(graph, threads))},
+            rounds=rounds,
+        )
+        history = None
+        if history_rounds > 0:
+            history = paired(
+                {"store": side("store", lambda: from_store(store)),
+                 "history": side("history", lambda: from_history(graph, threads))},
+                rounds=history_rounds, warmup=0,
+            )
         assert store.verify().ok
         store.close()
         checkpoints.close()
+    ours = answers["store"][0]
     assert len(ours) == len(threads), (len(ours), len(threads))
-    assert ours == theirs, "the store and the checkpoints disagree on who approved what"
-    ratio = graph_s / store_s
-    say(f"  {len(ours):,} approvals; store.audit() {store_s:.2f} s; "
-        f"get_state_history over {len(threads):,} threads {graph_s:.2f} s; answers agree")
-    report("6 audit", f"who approved what, {len(threads):,} threads",
-           f"{store_s:.2f} s vs {graph_s:.1f} s", ratio=ratio, goal=">= 100x faster",
-           met=ratio >= 100)
+    for name, found in answers.items():
+        assert all(a == ours for a in found), f"{name} and the store disagree on who approved what"
+    ratios = runs.ratios("get_state", "store")
+    store_s, graph_s = runs.median("store"), runs.median("get_state")
+    say(f"  {len(ours):,} approvals; store.audit() {store_s:.3f} s; get_state per thread "
+        f"over {len(threads):,} threads {graph_s:.2f} s (medians); answers agree")
+    report("6 audit", f"who approved what, {len(threads):,} threads, vs get_state per thread",
+           f"{store_s:.3f} s vs {graph_s:.2f} s", ratio=ratios, goal=f">= {GOAL:.0f}x faster",
+           at_least=GOAL)
+    if history is not None:
+        walk_s = history.median("history")
+        say(f"  informational: get_state_history walk over {len(threads):,} threads "
+            f"{walk_s:.2f} s ({walk_s / graph_s:.1f}x the get_state peer); answers agree")
+        report("6 audit", f"informational: vs walking get_state_history, {len(threads):,} threads",
+               f"{history.median('store'):.3f} s vs {walk_s:.1f} s",
+               ratio=history.ratios("history", "store"), goal="reported (not the peer)")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,14 @@
 Each benchmark is a module with a ``main(argv)`` that prints its figures and calls
 :func:`report` once per target. Absolute figures drift on shared machines, so every
 target is a ratio against a peer measured in the same run (or a floor that says so).
+
+Comparisons against a peer go through :func:`paired`: the contenders run in short
+batches, interleaved (ABBA, or every order of three), so neighbouring batches share the
+machine's background load; each round gives one ratio between batches of that round,
+and the target is decided on the **median** of those per-round ratios, reported with
+their spread (:class:`Ratios`). Taking each contender's best batch instead would compare
+batches from different moments of the load (and favours whichever side has more short
+batches), which on 2 shared cores can turn a 1.2 into a 0.9.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import json
 import os
 import resource
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -32,6 +41,40 @@ POSTGRES_ENVS = ("SYMFONIC_STORE_BENCH_POSTGRES_URL", "SYMFONIC_STORE_TEST_POSTG
 
 
 @dataclass(frozen=True)
+class Ratios:
+    """Paired per-round ratios of two contenders; the median is the figure."""
+
+    values: tuple[float, ...]
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values)
+
+    @property
+    def quartiles(self) -> tuple[float, float]:
+        if self.n < 2:
+            return self.values[0], self.values[0]
+        q1, _, q3 = statistics.quantiles(self.values, n=4, method="inclusive")
+        return q1, q3
+
+    @property
+    def lo(self) -> float:
+        return min(self.values)
+
+    @property
+    def hi(self) -> float:
+        return max(self.values)
+
+    def spread(self) -> str:
+        q1, q3 = self.quartiles
+        return f"IQR {q1:.2f}-{q3:.2f}, range {self.lo:.2f}-{self.hi:.2f}, {self.n} pair{'s' if self.n != 1 else ''}"
+
+
+@dataclass(frozen=True)
 class Result:
     bench: str
     target: str
@@ -39,6 +82,11 @@ class Result:
     ratio: float | None
     goal: str
     met: bool | None
+    q1: float | None = None
+    q3: float | None = None
+    lo: float | None = None
+    hi: float | None = None
+    pairs: int | None = None
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -48,12 +96,38 @@ def parser(description: str) -> argparse.ArgumentParser:
 
 
 def report(
-    bench: str, target: str, figure: str, *, ratio: float | None, goal: str, met: bool | None
+    bench: str,
+    target: str,
+    figure: str,
+    *,
+    goal: str,
+    ratio: Ratios | float | None = None,
+    at_least: float | None = None,
+    at_most: float | None = None,
+    met: bool | None = None,
 ) -> Result:
-    """Print one target's outcome and append it to the results file, if any."""
-    result = Result(bench, target, figure, None if ratio is None else round(ratio, 3), goal, met)
+    """Print one target's outcome and append it to the results file, if any.
+
+    With ``at_least`` or ``at_most`` the verdict is decided here, on the ratio (for
+    :class:`Ratios`, on their median); otherwise ``met`` is the caller's verdict (or
+    None: reported only).
+    """
+    value = ratio.median if isinstance(ratio, Ratios) else ratio
+    if at_least is not None or at_most is not None:
+        assert value is not None, "a goal on the ratio needs a ratio"
+        met = (at_least is None or value >= at_least) and (at_most is None or value <= at_most)
+    spread: dict[str, Any] = {}
+    if isinstance(ratio, Ratios):
+        q1, q3 = ratio.quartiles
+        spread = {"q1": q1, "q3": q3, "lo": ratio.lo, "hi": ratio.hi, "pairs": ratio.n}
+    # Unrounded, so the results table shows the same digits as the line printed here.
+    result = Result(bench, target, figure, value, goal, met, **spread)
     verdict = {True: "MET", False: "MISSED", None: "reported"}[met]
-    shown = "" if ratio is None else f"  ratio {ratio:.2f}"
+    shown = ""
+    if isinstance(ratio, Ratios):
+        shown = f"  ratio {ratio.median:.2f} (median; {ratio.spread()})"
+    elif value is not None:
+        shown = f"  ratio {value:.2f} (one measurement)"
     print(f"  => [{verdict}] {target}: {figure}{shown}  (target {goal})", flush=True)
     path = os.environ.get(RESULTS_ENV)
     if path:
@@ -210,22 +284,65 @@ class PeakRSS:
         return self.peak - self.before
 
 
-def interleaved(
-    contenders: dict[str, Callable[[], Any]], *, batches: int, per_batch: int
-) -> dict[str, float]:
-    """Seconds per call of each contender: the best of many alternating short batches.
+def orders(names: list[str], rounds: int) -> list[list[str]]:
+    """The running order of each round: ABBA for two, every order in turn for three.
 
-    Alternating batches (ABBA order) expose every contender to the same background
-    noise of a shared machine, and the best batch (as ``timeit`` reports) is the one
-    least disturbed by it: on 2 busy cores a median still swings by 2-3x.
+    Round ``r`` runs the names rotated by ``r // 2``, reversed on odd rounds, so each
+    contender goes first and last equally often and no one always follows the same other.
     """
-    samples: dict[str, list[float]] = {name: [] for name in contenders}
-    gc.collect()
-    order = list(contenders.items())
-    for b in range(batches):
-        for name, fn in order if b % 2 == 0 else reversed(order):
-            start = time.perf_counter()
-            for _ in range(per_batch):
-                fn()
-            samples[name].append((time.perf_counter() - start) / per_batch)
-    return {name: min(s) for name, s in samples.items()}
+    out = []
+    for r in range(rounds):
+        k = (r // 2) % len(names)
+        order = names[k:] + names[:k]
+        out.append(order[::-1] if r % 2 else order)
+    return out
+
+
+@dataclass
+class Batches:
+    """Seconds per batch of each contender, round by round (wall and process CPU time)."""
+
+    wall: dict[str, list[float]]
+    cpu: dict[str, list[float]]
+
+    def ratios(self, top: str, bottom: str, *, clock: str = "wall") -> Ratios:
+        """``top``'s batch time over ``bottom``'s, one ratio per round.
+
+        With equal work per batch, ``ratios(peer, ours)`` is our speed as a fraction of
+        the peer's, and ``ratios(ours, peer)`` our cost as a multiple of the peer's.
+        """
+        times = self.cpu if clock == "cpu" else self.wall
+        return Ratios(tuple(t / b for t, b in zip(times[top], times[bottom], strict=True)))
+
+    def median(self, name: str, *, clock: str = "wall") -> float:
+        """The median seconds of ``name``'s batches."""
+        return statistics.median((self.cpu if clock == "cpu" else self.wall)[name])
+
+    def total(self, name: str) -> float:
+        return sum(self.wall[name])
+
+
+def paired(
+    contenders: dict[str, Callable[[int], Any]], *, rounds: int, warmup: int = 1
+) -> Batches:
+    """Run each contender's batches in interleaved rounds and time every batch.
+
+    ``contenders[name](i)`` runs batch ``i`` (the same amount of work for every
+    contender and every ``i``, or at least the same for all contenders at one ``i``);
+    batches ``0 .. warmup-1`` run first, in the same interleaved way, and are not timed,
+    then ``rounds`` rounds are. A garbage collection precedes every batch, outside its
+    time, so no batch pays for another's garbage.
+    """
+    names = list(contenders)
+    wall: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
+    for i, order in enumerate(orders(names, warmup + rounds)):
+        for name in order:
+            gc.collect()
+            c0, w0 = time.process_time(), time.perf_counter()
+            contenders[name](i)
+            w1, c1 = time.perf_counter(), time.process_time()
+            if i >= warmup:
+                wall[name].append(w1 - w0)
+                cpu[name].append(c1 - c0)
+    return Batches(wall, cpu)
