@@ -10,7 +10,7 @@ interleaved passes (:func:`bench.harness.paired`). Walking every checkpoint with
 ``get_state_history`` gives the same answer far more slowly; it is timed too, for
 information only (``--history-rounds``).
 
-The threads are real: the refund agent (:mod:`symfonic_store.agent`, SqliteSaver, the
+The threads are real: the refund agent (:mod:`symfonic_store.demo`, SqliteSaver, the
 store) runs ``seeds`` conversations, approved or rejected by different people; then
 their checkpoints and events are copied to 10,000 thread ids (checkpoints row by row,
 events re-sealed into each new thread's hash chain), as loading 10,000 conversations
