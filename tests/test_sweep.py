@@ -405,3 +405,52 @@ async def test_async_sweep_expires_and_awaits_its_callback(astore: AsyncInterrup
     history = await astore.history("t-0")
     assert [e.type for e in history] == [MINTED, EXPIRED]
     assert (history[-1].data["reason"], history[-1].data["detected_by"]) == ("ttl", "sweep")
+
+
+# --- limited to given threads ---------------------------------------------------------------
+
+
+def test_sweep_limited_to_thread_ids_leaves_every_other_thread_alone(
+    store: InterruptStore, clock: FrozenDateTimeFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``thread_ids`` expires only the named threads' stale interrupts; others get no event."""
+    import symfonic_store.store.ops as ops
+
+    monkeypatch.setattr(ops, "SCOPE_SIZE", 2)  # several chunks of ids, several statements
+    for k in range(6):
+        mint(store, f"t-{k}", f"i-{k}")
+    clock.tick(timedelta(seconds=61))
+    others = {t: store.history(t) for t in ("t-1", "t-4")}
+    called: list[str] = []
+
+    report = store.sweep(
+        ttl_seconds=60,
+        batch_size=1,
+        thread_ids=("t-5", "t-0", "t-2", "t-3", "t-0", "t-missing"),
+        on_expired=lambda t, i, r: called.append(t),
+    )
+
+    assert report.expired == [(f"t-{k}", f"i-{k}", "ttl") for k in (0, 2, 3, 5)]
+    assert called == ["t-0", "t-2", "t-3", "t-5"]
+    assert {t: store.history(t) for t in others} == others
+    assert [p["thread_id"] for p in store.list_pending()] == ["t-1", "t-4"]
+    assert store.sweep(ttl_seconds=60, thread_ids=[]).expired == []
+    assert [p["thread_id"] for p in store.list_pending()] == ["t-1", "t-4"]
+
+
+@pytest.mark.parametrize(
+    "thread_ids", ["t-1", [""], ["t-1", 7], [None], {"t": 1}, ("x" * 256,), 42]
+)
+def test_sweep_refuses_bad_thread_ids_before_writing(
+    store: InterruptStore, clock: FrozenDateTimeFactory, thread_ids: Any
+) -> None:
+    """A string, a non-collection or a bad id in ``thread_ids`` is InvalidInputError; nothing expires."""
+    from symfonic_store import InvalidInputError
+
+    mint(store, "t-1", "i-1")
+    clock.tick(timedelta(seconds=61))
+    before = store.events()
+    with pytest.raises(InvalidInputError) as caught:
+        store.sweep(ttl_seconds=60, thread_ids=thread_ids)
+    assert caught.value.field.startswith("thread_ids")
+    assert store.events() == before

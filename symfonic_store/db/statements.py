@@ -153,13 +153,15 @@ def stale_candidates(
     after_thread: str,
     limit: int,
     lock: bool,
+    thread_ids: Sequence[str] | None = None,
 ) -> list[ThreadState]:
     """Pending threads that may be stale: a superset the Python predicate then decides.
 
     ``ttl_cutoff`` is a little later than ``now - ttl`` so that floating-point rounding
     can only add candidates, never lose one. Keyset-paged on ``thread_id``. With
     ``lock`` on PostgreSQL the rows are locked ``FOR UPDATE SKIP LOCKED``, so concurrent
-    sweeps split the work instead of waiting on each other.
+    sweeps split the work instead of waiting on each other. ``thread_ids`` limits the
+    candidates to those threads (an expanding bound parameter: one bind per id).
     """
     run_moved_on = sa.and_(
         threads.c.pending_run_id.is_not(None),
@@ -176,6 +178,8 @@ def stale_candidates(
         .order_by(threads.c.thread_id)
         .limit(limit)
     )
+    if thread_ids is not None:
+        query = query.where(threads.c.thread_id.in_(thread_ids))
     if lock:  # compiles to nothing on SQLite, whose writers hold the database lock
         query = query.with_for_update(skip_locked=True)
     return [to_thread(r) for r in conn.execute(query)]

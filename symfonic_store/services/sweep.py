@@ -10,6 +10,7 @@ one-ending unique key would refuse it anyway).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,12 +87,19 @@ def sweep_batch(
     after_thread: str,
     batch_size: int,
     dry_run: bool,
+    thread_ids: Sequence[str] | None = None,
 ) -> SweepBatch:
-    """Find (and unless ``dry_run`` expire) the stale interrupts of one batch of threads."""
+    """Find (and unless ``dry_run`` expire) the stale interrupts of one batch of threads
+    (of ``thread_ids`` only, when given)."""
     now = time.time()
     cutoff = None if ttl_seconds is None else now - ttl_seconds + _CUTOFF_MARGIN
     candidates = stale_candidates(
-        conn, ttl_cutoff=cutoff, after_thread=after_thread, limit=batch_size, lock=not dry_run
+        conn,
+        ttl_cutoff=cutoff,
+        after_thread=after_thread,
+        limit=batch_size,
+        lock=not dry_run,
+        thread_ids=thread_ids,
     )
     expired: list[Expiry] = []
     writers: list[ThreadWriter] = []

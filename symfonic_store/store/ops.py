@@ -134,6 +134,17 @@ def response_dict(value: Any) -> dict[str, Any]:
     return response if isinstance(response, dict) else {"value": str(response)}
 
 
+SCOPE_SIZE = 500
+"""Thread ids per statement when a sweep is limited to given threads (one bind each)."""
+
+
+def _scopes(thread_ids: tuple[str, ...] | None) -> list[tuple[str, ...] | None]:
+    """The sweep's scopes: every thread (None), or the given ids in bounded chunks."""
+    if thread_ids is None:
+        return [None]
+    return [thread_ids[i : i + SCOPE_SIZE] for i in range(0, len(thread_ids), SCOPE_SIZE)]
+
+
 def _state_of(thread: ThreadState | None) -> dict[str, Any]:
     if thread is None:
         return {PENDING_KEY: None, "run_id": None}
@@ -329,42 +340,51 @@ class Operations:
         dry_run: bool = False,
         batch_size: int = 500,
         on_expired: OnExpired | None = None,
+        thread_ids: list[str] | tuple[str, ...] | set[str] | frozenset[str] | None = None,
     ) -> Plan[SweepReport]:
         """Expire every stale pending interrupt (TTL passed or run moved on).
 
         ``on_expired(thread_id, interrupt_id, reason)`` is called after each batch of
         expiries is committed (use :func:`~symfonic_store.make_graph_waker` to wake the
         graphs; the async store awaits a coroutine function); a callback that raises is
-        reported in ``wake_failures``.
+        reported in ``wake_failures``. ``thread_ids`` limits the sweep to those threads:
+        nothing is read from or written to any other thread.
+
+        Raises:
+            InvalidInputError: a bad TTL, batch size, dry-run flag or thread id list.
         """
         if not isinstance(dry_run, bool):
             raise InvalidInputError("dry_run", "must be True or False")
         size = validation.positive_int(batch_size, "batch_size")
         assert size is not None
         ttl = self.ttl(ttl_seconds)
+        only = validation.thread_ids(thread_ids)
         report = SweepReport(dry_run=dry_run, ttl_seconds=ttl)
-        after = ""
-        while True:
-            batch = yield Op(
-                partial(
-                    sweep_batch,
-                    ttl_seconds=ttl,
-                    after_thread=after,
-                    batch_size=size,
-                    dry_run=dry_run,
-                ),
-                write=not dry_run,
-            )
-            report.expired.extend(batch.expired)
-            if on_expired is not None and not dry_run:
-                for thread_id, interrupt_id, reason in batch.expired:
-                    try:
-                        yield Call(on_expired, (thread_id, interrupt_id, reason))
-                    except Exception as exc:
-                        report.wake_failed(thread_id, interrupt_id, exc)
-            if batch.last_thread is None:
-                return report
-            after = batch.last_thread
+        for scope in _scopes(only):
+            after = ""
+            while True:
+                batch = yield Op(
+                    partial(
+                        sweep_batch,
+                        ttl_seconds=ttl,
+                        after_thread=after,
+                        batch_size=size,
+                        dry_run=dry_run,
+                        thread_ids=scope,
+                    ),
+                    write=not dry_run,
+                )
+                report.expired.extend(batch.expired)
+                if on_expired is not None and not dry_run:
+                    for thread_id, interrupt_id, reason in batch.expired:
+                        try:
+                            yield Call(on_expired, (thread_id, interrupt_id, reason))
+                        except Exception as exc:
+                            report.wake_failed(thread_id, interrupt_id, exc)
+                if batch.last_thread is None:
+                    break
+                after = batch.last_thread
+        return report
 
     def rebuild_projection(self, *, progress: Progress | None = None) -> Plan[int]:
         """Rebuild the projection from the events; returns the number of events folded."""
