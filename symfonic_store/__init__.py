@@ -21,6 +21,7 @@ from .errors import (
     PayloadTooLargeError,
     ResumeNotAllowedError,
     SchemaNotMigratedError,
+    SweepIncompleteError,
     SymfonicStoreError,
     UnknownInterruptError,
 )
@@ -115,6 +116,7 @@ __all__ = [
     "PayloadTooLargeError",
     "ResumeNotAllowedError",
     "SchemaNotMigratedError",
+    "SweepIncompleteError",
     "SymfonicStoreError",
     "UnknownInterruptError",
     "__version__",

@@ -14,13 +14,19 @@ command line) can catch the whole family in one ``except``::
     │   └── ResumeNotAllowedError    the approvers policy refuses this actor
     ├── ConcurrencyConflictError     a racing writer won; retry
     ├── SchemaNotMigratedError       the database is behind the migrations
-    └── DatabaseError                the database could not be reached or failed
+    ├── DatabaseError                the database could not be reached or failed
+    └── SweepIncompleteError         a sweep stopped partway; carries what it committed
 
 Messages always say what to do next. Driver exceptions are translated into this tree in
-exactly one place (:func:`symfonic_store.persistence.translate_errors`).
+exactly one place (:func:`symfonic_store.db.translate.translate_errors`).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .services.sweep import SweepReport
 
 
 class SymfonicStoreError(Exception):
@@ -84,7 +90,36 @@ class SchemaNotMigratedError(SymfonicStoreError):
 
 
 class DatabaseError(SymfonicStoreError):
-    """The database could not be reached, or failed in a way the store cannot fix."""
+    """The database could not be reached, or failed in a way the store cannot fix.
+
+    ``outcome_unknown`` is True when the failure came at or after COMMIT (the connection
+    was lost while committing): the transaction may have committed, so the message never
+    says that nothing was written.
+    """
+
+    def __init__(self, message: str, *, outcome_unknown: bool = False) -> None:
+        self.outcome_unknown = outcome_unknown
+        super().__init__(message)
+
+
+class SweepIncompleteError(SymfonicStoreError):
+    """A sweep stopped on a store error after it had done part of its work.
+
+    ``report`` is the :class:`~symfonic_store.SweepReport` of what was committed (and
+    called back for) before the failure, with ``complete`` False; ``error`` is the store error
+    that stopped it; ``outcome_unknown`` says whether the failing batch may have
+    committed too.
+    """
+
+    def __init__(self, report: SweepReport, error: SymfonicStoreError) -> None:
+        self.report = report
+        self.error = error
+        self.outcome_unknown = isinstance(error, DatabaseError) and error.outcome_unknown
+        super().__init__(
+            f"the sweep stopped partway: it committed {report.count} expiry(ies) before it "
+            f"failed (the report lists them); the failing batch: {error}; run the sweep "
+            "again to finish the work"
+        )
 
 
 __all__ = [
@@ -98,6 +133,7 @@ __all__ = [
     "PayloadTooLargeError",
     "ResumeNotAllowedError",
     "SchemaNotMigratedError",
+    "SweepIncompleteError",
     "SymfonicStoreError",
     "UnknownInterruptError",
 ]

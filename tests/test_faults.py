@@ -1,11 +1,14 @@
-"""Database faults: a PostgreSQL server that dies mid-sweep, a SQLite file that stays locked.
+"""Database faults: a PostgreSQL server that dies mid-sweep, a SQLite file that stays locked,
+a connection lost at the commit of a sweep batch.
 
-The PostgreSQL cases run on a private throwaway cluster (``tests/pgcluster.py``), never
-on the shared server: it is stopped with ``pg_ctl stop -m immediate`` (a crash: no
+The PostgreSQL crash cases run on a private throwaway cluster (``tests/pgcluster.py``),
+never on the shared server: it is stopped with ``pg_ctl stop -m immediate`` (a crash: no
 checkpoint, WAL replay on restart) and started again. Each case asserts the same three
-things: the caller gets the store's ``DatabaseError`` (never a raw driver error), nothing
-is half-done (a batch is committed whole or not at all; the store verifies and its
-projection equals a rebuild), and the next call finishes the work.
+things: the caller gets the store's own error (never a raw driver error), nothing is
+half-done (a batch is committed whole or not at all; the store verifies and its
+projection equals a rebuild), and the next call finishes the work. A sweep that stops
+after a batch committed raises ``SweepIncompleteError`` carrying what it committed.
+The lost-at-commit cases (``tests/commit_faults.py``) run on both backends.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from commit_faults import LostAtCommit, LostInsideBatch
 from consistency import assert_consistent
 from pgcluster import PrivateCluster, unavailable_reason
 from sqlalchemy import event
@@ -29,6 +33,7 @@ from symfonic_store import (
     AsyncInterruptStore,
     DatabaseError,
     InterruptStore,
+    SweepIncompleteError,
     SymfonicStoreError,
 )
 
@@ -55,6 +60,25 @@ def assert_store_error_only(error: BaseException) -> None:
     assert not isinstance(error, sa.exc.SQLAlchemyError)
     assert error.__cause__ is None and error.__suppress_context__
     assert "retry" in str(error)
+
+
+def assert_committed_batches_reported(
+    error: SweepIncompleteError, committed: list[tuple[str, str, str]], *, outcome_unknown: bool
+) -> None:
+    """The sweep's error lists exactly the committed expiries and claims nothing it cannot know."""
+    assert error.report.expired == committed
+    assert error.report.complete is False
+    assert error.outcome_unknown is outcome_unknown
+    assert_store_error_only(error.error)
+    assert error.error.outcome_unknown is outcome_unknown
+    assert error.__cause__ is None and error.__suppress_context__
+    message = str(error)
+    assert f"committed {len(committed)} expiry(ies)" in message
+    if outcome_unknown:
+        assert "unknown" in message
+        assert "nothing" not in message  # no claim that nothing was written
+    else:
+        assert "rolled back" in message
 
 
 # --- the private PostgreSQL cluster ---------------------------------------------------
@@ -149,9 +173,9 @@ def test_postgres_crash_mid_sweep_keeps_batches_whole(
         armed["armed"] = where == "inside a batch"
 
     try:
-        with pytest.raises(DatabaseError) as info:
+        with pytest.raises(SweepIncompleteError) as info:
             store.sweep(ttl_seconds=TTL, batch_size=BATCH, on_expired=on_expired)
-        assert_store_error_only(info.value)
+        assert_committed_batches_reported(info.value, committed, outcome_unknown=False)
         assert not cluster.is_running()
         assert armed["fired"] == (where == "inside a batch")
     finally:
@@ -172,9 +196,9 @@ async def test_postgres_crash_mid_sweep_async(cluster: PrivateCluster, crash_url
         armed["armed"] = True
 
     try:
-        with pytest.raises(DatabaseError) as info:
+        with pytest.raises(SweepIncompleteError) as info:
             await store.sweep(ttl_seconds=TTL, batch_size=BATCH, on_expired=on_expired)
-        assert_store_error_only(info.value)
+        assert_committed_batches_reported(info.value, committed, outcome_unknown=False)
         assert armed["fired"]
     finally:
         await store.aclose()
@@ -230,6 +254,77 @@ def test_postgres_restart_between_calls_costs_at_most_one_error(
         assert store.pending("t") is None
         assert [e.type for e in store.history("t")].count(RESUMED) == 1
         assert_consistent(store)
+
+
+# --- a connection lost at the commit of a sweep batch (both backends) -----------------
+
+
+def _seed_stale_store(store: InterruptStore) -> None:
+    for n in range(THREADS):
+        store.mint(f"t-{n}", stale_marker(n))
+
+
+def _expired_in_log(store: InterruptStore) -> list[tuple[str, str | None]]:
+    return [(e.thread_id, e.interrupt_id) for e in store.events() if e.type == EXPIRED]
+
+
+FIRST_BATCH = [("t-0", "i-0", "ttl"), ("t-1", "i-1", "ttl")]
+
+
+@pytest.mark.parametrize(
+    "fault", ["lost at commit, server committed", "lost at commit, rolled back", "lost before commit"]
+)
+def test_a_sweep_that_fails_partway_reports_the_batches_it_committed(
+    store: InterruptStore, fault: str
+) -> None:
+    """A lost connection in the second batch raises SweepIncompleteError listing the first; at commit it says the outcome is unknown."""
+    _seed_stale_store(store)
+    called: list[tuple[str, str, str]] = []
+    listener: LostAtCommit | LostInsideBatch
+    if fault == "lost before commit":
+        listener = LostInsideBatch(store.engine, at_batch=2)
+    else:
+        listener = LostAtCommit(
+            store.engine, at_batch=2, server_commits=fault.endswith("server committed")
+        )
+    with listener, pytest.raises(SweepIncompleteError) as info:
+        store.sweep(ttl_seconds=TTL, batch_size=BATCH, on_expired=lambda *a: called.append(a))
+    assert listener.fired
+    assert called == FIRST_BATCH
+    assert_committed_batches_reported(
+        info.value, FIRST_BATCH, outcome_unknown=fault.startswith("lost at commit")
+    )
+    in_log = _expired_in_log(store)
+    if fault.endswith("server committed"):
+        assert in_log == [("t-0", "i-0"), ("t-1", "i-1"), ("t-2", "i-2"), ("t-3", "i-3")]
+    else:
+        assert in_log == [("t-0", "i-0"), ("t-1", "i-1")]
+    assert_consistent(store)
+
+
+async def test_an_async_sweep_lost_at_a_commit_reports_the_batches_it_committed(
+    astore: AsyncInterruptStore,
+) -> None:
+    """The asyncio store's sweep raises the same SweepIncompleteError when a batch's commit is lost."""
+    for n in range(THREADS):
+        await astore.mint(f"t-{n}", stale_marker(n))
+    with LostAtCommit(astore.engine.sync_engine, at_batch=2) as fault:
+        with pytest.raises(SweepIncompleteError) as info:
+            await astore.sweep(ttl_seconds=TTL, batch_size=BATCH)
+    assert fault.fired
+    assert_committed_batches_reported(info.value, FIRST_BATCH, outcome_unknown=True)
+
+
+def test_a_sweep_that_fails_before_writing_raises_the_plain_error(store: InterruptStore) -> None:
+    """When the first batch fails before its commit nothing was written: the plain DatabaseError, no partial report."""
+    _seed_stale_store(store)
+    with LostInsideBatch(store.engine, at_batch=1) as fault, pytest.raises(DatabaseError) as info:
+        store.sweep(ttl_seconds=TTL, batch_size=BATCH)
+    assert fault.fired
+    assert not isinstance(info.value, SweepIncompleteError)
+    assert info.value.outcome_unknown is False
+    assert "nothing of it was written" in str(info.value)
+    assert _expired_in_log(store) == []
 
 
 # --- a locked SQLite file -------------------------------------------------------------

@@ -38,6 +38,9 @@ class SweepReport:
     ttl_seconds: float | None = None
     wake_failures: list[tuple[str, str, str]] = field(default_factory=list)
     """``(thread_id, interrupt_id, error)`` for each ``on_expired`` call that raised."""
+    complete: bool = True
+    """False when the sweep stopped partway (:class:`~symfonic_store.SweepIncompleteError`):
+    the report then lists only what was committed before the failure."""
 
     def wake_failed(self, thread_id: str, interrupt_id: str, exc: Exception) -> None:
         """Record an ``on_expired`` callback that raised."""
@@ -49,6 +52,7 @@ class SweepReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "complete": self.complete,
             "dry_run": self.dry_run,
             "ttl_seconds": self.ttl_seconds,
             "expired": [
@@ -67,6 +71,9 @@ class SweepReport:
         detail = ", ".join(f"{n} {r}" for r, n in sorted(by_reason.items()))
         ttl = "none" if self.ttl_seconds is None else f"{self.ttl_seconds:g}s"
         text = f"sweep {verb} {self.count} interrupt(s)" + (f" ({detail})" if detail else "")
+        if not self.complete:
+            text = f"sweep stopped partway; before it stopped it {verb} {self.count} interrupt(s)"
+            text += f" ({detail})" if detail else ""
         text += f"; ttl {ttl}"
         if self.wake_failures:
             text += f"; {len(self.wake_failures)} wake-up(s) failed"

@@ -40,7 +40,7 @@ from ..db.statements import (
     stream_events,
     thread_events_query,
 )
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, SweepIncompleteError, SymfonicStoreError
 from ..events import StoredEvent
 from ..projection import ThreadState
 from ..protocol import PENDING_KEY, interrupt_pending_is_current, normalize_response
@@ -350,8 +350,14 @@ class Operations:
         reported in ``wake_failures``. ``thread_ids`` limits the sweep to those threads:
         nothing is read from or written to any other thread.
 
+        Each batch is its own transaction. A store error after a batch committed raises
+        :class:`~symfonic_store.SweepIncompleteError`, whose ``report`` lists what was
+        committed; when nothing was written the error itself is raised.
+
         Raises:
             InvalidInputError: a bad TTL, batch size, dry-run flag or thread id list.
+            SweepIncompleteError: the sweep stopped partway (see above).
+            DatabaseError, SchemaNotMigratedError: it failed before writing anything.
         """
         if not isinstance(dry_run, bool):
             raise InvalidInputError("dry_run", "must be True or False")
@@ -360,30 +366,39 @@ class Operations:
         ttl = self.ttl(ttl_seconds)
         only = validation.thread_ids(thread_ids)
         report = SweepReport(dry_run=dry_run, ttl_seconds=ttl)
-        for scope in _scopes(only):
-            after = ""
-            while True:
-                batch = yield Op(
-                    partial(
-                        sweep_batch,
-                        ttl_seconds=ttl,
-                        after_thread=after,
-                        batch_size=size,
-                        dry_run=dry_run,
-                        thread_ids=scope,
-                    ),
-                    write=not dry_run,
-                )
-                report.expired.extend(batch.expired)
-                if on_expired is not None and not dry_run:
-                    for thread_id, interrupt_id, reason in batch.expired:
-                        try:
-                            yield Call(on_expired, (thread_id, interrupt_id, reason))
-                        except Exception as exc:
-                            report.wake_failed(thread_id, interrupt_id, exc)
-                if batch.last_thread is None:
-                    break
-                after = batch.last_thread
+        try:
+            for scope in _scopes(only):
+                after = ""
+                while True:
+                    batch = yield Op(
+                        partial(
+                            sweep_batch,
+                            ttl_seconds=ttl,
+                            after_thread=after,
+                            batch_size=size,
+                            dry_run=dry_run,
+                            thread_ids=scope,
+                        ),
+                        write=not dry_run,
+                    )
+                    report.expired.extend(batch.expired)
+                    if on_expired is not None and not dry_run:
+                        for thread_id, interrupt_id, reason in batch.expired:
+                            try:
+                                yield Call(on_expired, (thread_id, interrupt_id, reason))
+                            except Exception as exc:
+                                report.wake_failed(thread_id, interrupt_id, exc)
+                    if batch.last_thread is None:
+                        break
+                    after = batch.last_thread
+        except SymfonicStoreError as exc:
+            # Batches are separate transactions: what committed stays committed, so the
+            # caller must learn it even though a later batch failed.
+            failed = SweepIncompleteError(report, exc)
+            if not report.expired and not failed.outcome_unknown:
+                raise  # nothing of this sweep was written, and that is known
+            report.complete = False
+            raise failed from None
         return report
 
     def rebuild_projection(self, *, progress: Progress | None = None) -> Plan[int]:
