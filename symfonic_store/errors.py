@@ -115,10 +115,18 @@ class SweepIncompleteError(SymfonicStoreError):
         self.report = report
         self.error = error
         self.outcome_unknown = isinstance(error, DatabaseError) and error.outcome_unknown
+        owed = (
+            " (if that batch did commit, its wake-ups are owed and the next sweep delivers them)"
+            if self.outcome_unknown
+            else ""
+        )
+        delivered = (
+            f" and delivered {len(report.redelivered)} owed wake-up(s)" if report.redelivered else ""
+        )
         super().__init__(
-            f"the sweep stopped partway: it committed {report.count} expiry(ies) before it "
-            f"failed (the report lists them); the failing batch: {error}; run the sweep "
-            "again to finish the work"
+            f"the sweep stopped partway: it committed {report.count} expiry(ies){delivered} "
+            f"before it failed (the report lists them); the failing step: {error}{owed}; run "
+            "the sweep again to finish the work"
         )
 
 

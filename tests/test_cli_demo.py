@@ -47,12 +47,14 @@ def test_demo_uses_db_when_given(tmp_path: Path) -> None:
 
 
 def test_demo_never_writes_to_threads_it_did_not_create(db_url: str, tmp_path: Path) -> None:
-    """`demo --db URL` on a store holding other threads leaves their pending interrupts, even a stale one, without a new event."""
+    """`demo --db URL` on a store holding other threads leaves their pending interrupts, even a stale one, and their owed wake-ups untouched."""
     with InterruptStore(db_url) as store:
         store.setup()
         fresh = mint_stale(store, "prod-fresh", age=1)
         stale = mint_stale(store, "prod-stale", age=86_400)
-        before = {t: store.history(t) for t in ("prod-fresh", "prod-stale")}
+        mint_stale(store, "prod-owed", age=86_400)
+        assert store.sweep(ttl_seconds=60, thread_ids=["prod-owed"]).owed == 1
+        before = {t: store.history(t) for t in ("prod-fresh", "prod-stale", "prod-owed")}
 
     result = run_cli("demo", db=db_url, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -63,3 +65,5 @@ def test_demo_never_writes_to_threads_it_did_not_create(db_url: str, tmp_path: P
         assert waiting == {"prod-fresh": fresh, "prod-stale": stale}
         demo_records = [r for r in store.audit() if not r.thread_id.startswith("prod-")]
         assert sorted(r.outcome for r in demo_records) == ["expired", "resumed", "resumed"]
+        # The demo's sweep neither delivered nor settled the other thread's wake-up.
+        assert store.sweep(ttl_seconds=86_400 * 2, dry_run=True).owed == 1

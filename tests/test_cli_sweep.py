@@ -132,6 +132,32 @@ def test_sweep_graph_wakes_only_threads_still_waiting(
     assert "interrupt.resumed" not in [e.type for e in store.history("t-waiting")]
 
 
+def test_sweep_graph_delivers_the_wake_ups_an_earlier_sweep_left_owed(
+    refund_graph: ModuleType, db_url: str, tmp_path: Path
+) -> None:
+    """A sweep without --graph leaves the wake-up owed; a later `sweep --graph` wakes that graph and reports it delivered."""
+    waiting = _ask_for_refund(refund_graph, "t-waiting")
+    config: Any = {"configurable": {"thread_id": "t-waiting"}}
+
+    silent = run_json("sweep", "--ttl", "0", "--format", "json", db=db_url, cwd=tmp_path)
+    expiry = {"thread_id": "t-waiting", "interrupt_id": waiting, "reason": "ttl"}
+    assert silent["expired"] == [expiry] and silent["owed"] == 1
+    assert refund_graph.graph.get_state(config).interrupts  # still paused
+
+    woke = run_json(
+        "sweep", "--ttl", "0", "--graph", "refund_graph:graph", "--format", "json",
+        db=db_url, cwd=tmp_path,
+    )
+    assert woke["expired"] == [] and woke["redelivered"] == [expiry]
+    assert woke["woken"] == 1 and woke["owed"] == 0 and woke["complete"] is True
+    assert "timed out" in _last_reply(refund_graph, "t-waiting")
+    assert not refund_graph.graph.get_state(config).interrupts
+
+    quiet = run_cli("sweep", "--ttl", "0", "--graph", "refund_graph:graph", db=db_url, cwd=tmp_path)
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stdout.strip() == "sweep expired 0 interrupt(s); ttl 0s; woke 0 graph(s)"
+
+
 def test_failed_or_impossible_graph_wake_ups(
     refund_graph: ModuleType, db_url: str, tmp_path: Path
 ) -> None:

@@ -17,6 +17,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ import pytest
 import sqlalchemy as sa
 from commit_faults import LostAtCommit, LostInsideBatch
 from consistency import assert_consistent
+from freezegun import freeze_time
 from pgcluster import PrivateCluster, unavailable_reason
 from sqlalchemy import event
 
@@ -36,6 +38,7 @@ from symfonic_store import (
     SweepIncompleteError,
     SymfonicStoreError,
 )
+from symfonic_store.services.sweep import WAKE_LEASE_SECONDS
 
 TTL = 60.0
 THREADS = 5
@@ -142,17 +145,28 @@ def _crash_inside_next_batch(engine: sa.Engine, cluster: PrivateCluster) -> dict
     return armed
 
 
-def _check_after_restart(url: str, committed: list[tuple[str, str, str]]) -> None:
-    """Only the committed batch is in the log; a second sweep finishes the rest, once each."""
+def _check_after_restart(
+    url: str, committed: list[tuple[str, str, str]], woken: list[tuple[str, str, str]]
+) -> None:
+    """Only the committed batch is in the log; a second sweep finishes the rest, once each,
+    and every expired interrupt has had its wake-up (at least once) when it is done."""
     with InterruptStore(url) as store:
         expired = [(e.thread_id, e.interrupt_id) for e in store.events() if e.type == EXPIRED]
         assert sorted(expired) == sorted((t, i) for t, i, _ in committed)
         assert len(committed) == BATCH
         assert_consistent(store)
-        rest = store.sweep(ttl_seconds=TTL, batch_size=BATCH)
+        # The crashed sweep could not let go of the wake-ups it held: they are owed
+        # again once its lease has run out.
+        later = datetime.now(UTC) + timedelta(seconds=WAKE_LEASE_SECONDS + 1)
+        with freeze_time(later, tick=True):
+            rest = store.sweep(
+                ttl_seconds=TTL, batch_size=BATCH, on_expired=lambda *a: woken.append(a)
+            )
         finished = sorted((t, i) for t, i, _ in committed + rest.expired)
         assert finished == sorted((f"t-{n}", f"i-{n}") for n in range(THREADS))
         assert store.list_pending() == []
+        assert {(t, i) for t, i, _ in woken} == set(finished)
+        assert rest.owed == 0 and rest.wake_failures == []
         assert_consistent(store)
 
 
@@ -160,50 +174,54 @@ def _check_after_restart(url: str, committed: list[tuple[str, str, str]]) -> Non
 def test_postgres_crash_mid_sweep_keeps_batches_whole(
     cluster: PrivateCluster, crash_url: str, where: str
 ) -> None:
-    """A server crash mid-sweep raises DatabaseError; only whole batches persist; a rerun finishes."""
+    """A server crash mid-sweep raises SweepIncompleteError with the committed batch; a rerun finishes and wakes every graph."""
     _seed_stale(crash_url)
     store = InterruptStore(crash_url)
-    committed: list[tuple[str, str, str]] = []
+    woken: list[tuple[str, str, str]] = []
     armed = _crash_inside_next_batch(store.engine, cluster)
 
     def on_expired(thread_id: str, interrupt_id: str, reason: str) -> None:
-        committed.append((thread_id, interrupt_id, reason))
-        if where == "between batches" and len(committed) == 1:
+        woken.append((thread_id, interrupt_id, reason))
+        if where == "between batches" and len(woken) == 1:
             cluster.crash()
         armed["armed"] = where == "inside a batch"
 
     try:
         with pytest.raises(SweepIncompleteError) as info:
             store.sweep(ttl_seconds=TTL, batch_size=BATCH, on_expired=on_expired)
+        committed = info.value.report.expired
         assert_committed_batches_reported(info.value, committed, outcome_unknown=False)
+        assert committed == [("t-0", "i-0", "ttl"), ("t-1", "i-1", "ttl")]
         assert not cluster.is_running()
         assert armed["fired"] == (where == "inside a batch")
     finally:
         store.close()
     cluster.start()
-    _check_after_restart(crash_url, committed)
+    _check_after_restart(crash_url, committed, woken)
 
 
 async def test_postgres_crash_mid_sweep_async(cluster: PrivateCluster, crash_url: str) -> None:
-    """The asyncio store's sweep meets a crashed server the same way: DatabaseError, whole batches."""
+    """The asyncio store's sweep meets a crashed server the same way: SweepIncompleteError, whole batches."""
     _seed_stale(crash_url)
     store = AsyncInterruptStore(crash_url)
-    committed: list[tuple[str, str, str]] = []
+    woken: list[tuple[str, str, str]] = []
     armed = _crash_inside_next_batch(store.engine.sync_engine, cluster)
 
     async def on_expired(thread_id: str, interrupt_id: str, reason: str) -> None:
-        committed.append((thread_id, interrupt_id, reason))
+        woken.append((thread_id, interrupt_id, reason))
         armed["armed"] = True
 
     try:
         with pytest.raises(SweepIncompleteError) as info:
             await store.sweep(ttl_seconds=TTL, batch_size=BATCH, on_expired=on_expired)
+        committed = info.value.report.expired
         assert_committed_batches_reported(info.value, committed, outcome_unknown=False)
+        assert woken == committed
         assert armed["fired"]
     finally:
         await store.aclose()
     cluster.start()
-    _check_after_restart(crash_url, committed)
+    _check_after_restart(crash_url, committed, woken)
 
 
 def test_postgres_down_resume_raises_and_writes_nothing_then_succeeds(
@@ -302,17 +320,62 @@ def test_a_sweep_that_fails_partway_reports_the_batches_it_committed(
     assert_consistent(store)
 
 
-async def test_an_async_sweep_lost_at_a_commit_reports_the_batches_it_committed(
+SECOND_BATCH = [("t-2", "i-2", "ttl"), ("t-3", "i-3", "ttl")]
+EVERY_INTERRUPT = [(f"t-{n}", f"i-{n}", "ttl") for n in range(THREADS)]
+
+
+@pytest.mark.parametrize("server_commits", [True, False], ids=["batch committed", "batch rolled back"])
+def test_the_next_sweep_delivers_the_wake_ups_of_a_batch_whose_commit_was_lost(
+    store: InterruptStore, server_commits: bool
+) -> None:
+    """After a connection lost at a batch's COMMIT the next sweep wakes every graph left waiting: each interrupt called back once."""
+    _seed_stale_store(store)
+    woken: list[tuple[str, str, str]] = []
+    with LostAtCommit(store.engine, at_batch=2, server_commits=server_commits) as fault:
+        with pytest.raises(SweepIncompleteError):
+            store.sweep(ttl_seconds=TTL, batch_size=BATCH, on_expired=lambda *a: woken.append(a))
+    assert fault.fired
+    assert woken == FIRST_BATCH
+
+    report = store.sweep(ttl_seconds=TTL, batch_size=BATCH, on_expired=lambda *a: woken.append(a))
+
+    assert woken == EVERY_INTERRUPT  # owed ones first, then the new expiries; none twice
+    if server_commits:  # batch 2 is in the log: its wake-ups were owed, delivered first
+        assert report.redelivered == SECOND_BATCH
+        assert report.expired == EVERY_INTERRUPT[4:]
+    else:  # batch 2 was rolled back: its interrupts expire now, like any other
+        assert report.redelivered == []
+        assert report.expired == EVERY_INTERRUPT[2:]
+    assert report.owed == 0 and report.wake_failures == []
+    if server_commits:
+        assert "delivered 2 owed wake-up(s)" in str(report)
+
+    again = store.sweep(ttl_seconds=TTL, on_expired=lambda *a: woken.append(a))
+    assert (again.expired, again.redelivered, again.owed) == ([], [], 0)
+    assert woken == EVERY_INTERRUPT
+    assert_consistent(store)
+
+
+async def test_an_async_sweep_lost_at_a_commit_reports_and_then_delivers(
     astore: AsyncInterruptStore,
 ) -> None:
-    """The asyncio store's sweep raises the same SweepIncompleteError when a batch's commit is lost."""
+    """The asyncio store raises the same SweepIncompleteError, and its next sweep delivers the owed wake-ups."""
     for n in range(THREADS):
         await astore.mint(f"t-{n}", stale_marker(n))
+    woken: list[tuple[str, str, str]] = []
+
+    async def on_expired(thread_id: str, interrupt_id: str, reason: str) -> None:
+        woken.append((thread_id, interrupt_id, reason))
+
     with LostAtCommit(astore.engine.sync_engine, at_batch=2) as fault:
         with pytest.raises(SweepIncompleteError) as info:
-            await astore.sweep(ttl_seconds=TTL, batch_size=BATCH)
+            await astore.sweep(ttl_seconds=TTL, batch_size=BATCH, on_expired=on_expired)
     assert fault.fired
     assert_committed_batches_reported(info.value, FIRST_BATCH, outcome_unknown=True)
+
+    report = await astore.sweep(ttl_seconds=TTL, batch_size=BATCH, on_expired=on_expired)
+    assert woken == EVERY_INTERRUPT
+    assert report.redelivered == SECOND_BATCH and report.owed == 0
 
 
 def test_a_sweep_that_fails_before_writing_raises_the_plain_error(store: InterruptStore) -> None:
