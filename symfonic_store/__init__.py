@@ -23,6 +23,7 @@ from .errors import (
     PayloadTooLargeError,
     ResumeNotAllowedError,
     SchemaNotMigratedError,
+    SweepIncompleteError,
     SymfonicStoreError,
     UnknownInterruptError,
 )
@@ -122,6 +123,7 @@ __all__ = [
     "PayloadTooLargeError",
     "ResumeNotAllowedError",
     "SchemaNotMigratedError",
+    "SweepIncompleteError",
     "SymfonicStoreError",
     "UnknownInterruptError",
     "__version__",

@@ -139,8 +139,11 @@ def run_write(conn: Connection, work: Callable[[Connection], T]) -> T:
     conn.execution_options(symfonic_write=True)
     for attempt in range(WRITE_ATTEMPTS):
         try:
-            with translate_errors(), conn.begin():
+            with translate_errors(), conn.begin() as transaction:
                 outcome = work(conn)
+                # Translated apart: an error here may come after the server committed.
+                with translate_errors(at_commit=True):
+                    transaction.commit()
         except ConcurrencyConflictError:
             if attempt == WRITE_ATTEMPTS - 1:
                 raise

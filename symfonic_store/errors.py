@@ -16,13 +16,19 @@ command line) can catch the whole family in one ``except``::
     │   └── AnswerNotTakenError      the graph did not take the answer (gateway)
     ├── ConcurrencyConflictError     a racing writer won; retry
     ├── SchemaNotMigratedError       the database is behind the migrations
-    └── DatabaseError                the database could not be reached or failed
+    ├── DatabaseError                the database could not be reached or failed
+    └── SweepIncompleteError         a sweep stopped partway; carries what it committed
 
 Messages always say what to do next. Driver exceptions are translated into this tree in
-exactly one place (:func:`symfonic_store.persistence.translate_errors`).
+exactly one place (:func:`symfonic_store.db.translate.translate_errors`).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .services.sweep import SweepReport
 
 
 class SymfonicStoreError(Exception):
@@ -111,7 +117,44 @@ class SchemaNotMigratedError(SymfonicStoreError):
 
 
 class DatabaseError(SymfonicStoreError):
-    """The database could not be reached, or failed in a way the store cannot fix."""
+    """The database could not be reached, or failed in a way the store cannot fix.
+
+    ``outcome_unknown`` is True when the failure came at or after COMMIT (the connection
+    was lost while committing): the transaction may have committed, so the message never
+    says that nothing was written.
+    """
+
+    def __init__(self, message: str, *, outcome_unknown: bool = False) -> None:
+        self.outcome_unknown = outcome_unknown
+        super().__init__(message)
+
+
+class SweepIncompleteError(SymfonicStoreError):
+    """A sweep stopped on a store error after it had done part of its work.
+
+    ``report`` is the :class:`~symfonic_store.SweepReport` of what was committed (and
+    called back for) before the failure, with ``complete`` False; ``error`` is the store error
+    that stopped it; ``outcome_unknown`` says whether the failing batch may have
+    committed too.
+    """
+
+    def __init__(self, report: SweepReport, error: SymfonicStoreError) -> None:
+        self.report = report
+        self.error = error
+        self.outcome_unknown = isinstance(error, DatabaseError) and error.outcome_unknown
+        owed = (
+            " (if that batch did commit, its wake-ups are owed and the next sweep delivers them)"
+            if self.outcome_unknown
+            else ""
+        )
+        delivered = (
+            f" and delivered {len(report.redelivered)} owed wake-up(s)" if report.redelivered else ""
+        )
+        super().__init__(
+            f"the sweep stopped partway: it committed {report.count} expiry(ies){delivered} "
+            f"before it failed (the report lists them); the failing step: {error}{owed}; run "
+            "the sweep again to finish the work"
+        )
 
 
 __all__ = [
@@ -127,6 +170,7 @@ __all__ = [
     "PayloadTooLargeError",
     "ResumeNotAllowedError",
     "SchemaNotMigratedError",
+    "SweepIncompleteError",
     "SymfonicStoreError",
     "UnknownInterruptError",
 ]

@@ -52,6 +52,20 @@ def required_id(value: Any, field: str) -> str:
     return checked
 
 
+def thread_ids(value: Any, field: str = "thread_ids") -> tuple[str, ...] | None:
+    """None (every thread), or a list, tuple or set of thread ids: sorted, without repeats.
+
+    One string is refused rather than read as a sequence of one-letter thread ids.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, list | tuple | set | frozenset):
+        raise InvalidInputError(
+            field, f"must be None or a list, tuple or set of thread ids, got {shown(value)}"
+        )
+    return tuple(sorted({required_id(t, f"{field} item") for t in value}))
+
+
 def run_id(value: Any, field: str = "run_id") -> str | None:
     if value is None:
         return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from cli_helpers import run_cli
+from cli_helpers import mint_stale, run_cli
 
 from symfonic_store import InterruptStore
 
@@ -44,3 +44,26 @@ def test_demo_uses_db_when_given(tmp_path: Path) -> None:
     assert not (tmp_path / "symfonic_demo.db").exists()
     with InterruptStore(f"sqlite:///{target}") as store:
         assert len(store.audit()) == 3
+
+
+def test_demo_never_writes_to_threads_it_did_not_create(db_url: str, tmp_path: Path) -> None:
+    """`demo --db URL` on a store holding other threads leaves their pending interrupts, even a stale one, and their owed wake-ups untouched."""
+    with InterruptStore(db_url) as store:
+        store.setup()
+        fresh = mint_stale(store, "prod-fresh", age=1)
+        stale = mint_stale(store, "prod-stale", age=86_400)
+        mint_stale(store, "prod-owed", age=86_400)
+        assert store.sweep(ttl_seconds=60, thread_ids=["prod-owed"]).owed == 1
+        before = {t: store.history(t) for t in ("prod-fresh", "prod-stale", "prod-owed")}
+
+    result = run_cli("demo", db=db_url, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+
+    with InterruptStore(db_url) as store:
+        assert {t: store.history(t) for t in before} == before
+        waiting = {p["thread_id"]: p["interrupt_id"] for p in store.list_pending()}
+        assert waiting == {"prod-fresh": fresh, "prod-stale": stale}
+        demo_records = [r for r in store.audit() if not r.thread_id.startswith("prod-")]
+        assert sorted(r.outcome for r in demo_records) == ["expired", "resumed", "resumed"]
+        # The demo's sweep neither delivered nor settled the other thread's wake-up.
+        assert store.sweep(ttl_seconds=86_400 * 2, dry_run=True).owed == 1

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
 import sys
 from collections.abc import Iterator
@@ -11,10 +13,13 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from cli_helpers import assert_clean_error, mint_stale, popen_cli, run_cli, run_json
+from commit_faults import LostAtCommit
 from langchain_core.messages import AIMessage, HumanMessage
 
-from symfonic_store import InterruptStore
+from symfonic_store import EXPIRED, InterruptStore
+from symfonic_store.cli.main import main as cli_main
 
 GRAPH_MODULE = '''\
 """A deployment's refund agent, as `symfonic-store sweep --graph refund_graph:graph` finds it."""
@@ -127,6 +132,32 @@ def test_sweep_graph_wakes_only_threads_still_waiting(
     assert "interrupt.resumed" not in [e.type for e in store.history("t-waiting")]
 
 
+def test_sweep_graph_delivers_the_wake_ups_an_earlier_sweep_left_owed(
+    refund_graph: ModuleType, db_url: str, tmp_path: Path
+) -> None:
+    """A sweep without --graph leaves the wake-up owed; a later `sweep --graph` wakes that graph and reports it delivered."""
+    waiting = _ask_for_refund(refund_graph, "t-waiting")
+    config: Any = {"configurable": {"thread_id": "t-waiting"}}
+
+    silent = run_json("sweep", "--ttl", "0", "--format", "json", db=db_url, cwd=tmp_path)
+    expiry = {"thread_id": "t-waiting", "interrupt_id": waiting, "reason": "ttl"}
+    assert silent["expired"] == [expiry] and silent["owed"] == 1
+    assert refund_graph.graph.get_state(config).interrupts  # still paused
+
+    woke = run_json(
+        "sweep", "--ttl", "0", "--graph", "refund_graph:graph", "--format", "json",
+        db=db_url, cwd=tmp_path,
+    )
+    assert woke["expired"] == [] and woke["redelivered"] == [expiry]
+    assert woke["woken"] == 1 and woke["owed"] == 0 and woke["complete"] is True
+    assert "timed out" in _last_reply(refund_graph, "t-waiting")
+    assert not refund_graph.graph.get_state(config).interrupts
+
+    quiet = run_cli("sweep", "--ttl", "0", "--graph", "refund_graph:graph", db=db_url, cwd=tmp_path)
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stdout.strip() == "sweep expired 0 interrupt(s); ttl 0s; woke 0 graph(s)"
+
+
 def test_failed_or_impossible_graph_wake_ups(
     refund_graph: ModuleType, db_url: str, tmp_path: Path
 ) -> None:
@@ -147,3 +178,39 @@ def test_failed_or_impossible_graph_wake_ups(
     assert failed.stderr.rstrip().splitlines()[-1].startswith("symfonic-store: error:")
     assert "sweep expired 2 interrupt(s)" in failed.stdout and "1 wake-up(s) failed" in failed.stdout
     assert {r.thread_id: r.outcome for r in store.audit()} == {"t-kept": "expired", "t-offline": "expired"}
+
+
+def run_main(argv: list[str]) -> tuple[int, str, str]:
+    """The real command line in this process (so a fault can be staged): code, stdout, stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli_main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("output", ["json", "table"])
+def test_a_sweep_that_stops_partway_prints_what_it_committed(db_url: str, output: str) -> None:
+    """Connection lost at the second batch's commit: stdout has the committed batch, stderr the failure, exit 1."""
+    with InterruptStore(db_url) as store:
+        store.setup()
+        first = [(f"t-{n}", mint_stale(store, f"t-{n}", age=3600)) for n in range(5)][:2]
+
+    # Every engine, so the one the command line creates for itself too.
+    with LostAtCommit(sa.Engine, at_batch=2) as fault:
+        code, out, err = run_main(
+            ["--db", db_url, "sweep", "--ttl", "60", "--batch-size", "2", "--format", output]
+        )
+    assert fault.fired
+    assert code == 1, err
+    if output == "json":
+        report = json.loads(out)
+        assert [(e["thread_id"], e["interrupt_id"]) for e in report["expired"]] == first
+        assert report["complete"] is False
+    else:
+        assert "sweep stopped partway; before it stopped it expired 2 interrupt(s) (2 ttl)" in out
+    errors = [line for line in err.splitlines() if line.startswith("symfonic-store: error:")]
+    assert len(errors) == 1 and "Traceback" not in err
+    assert "committed 2 expiry(ies)" in errors[0] and "unknown" in errors[0]
+    assert "nothing" not in errors[0]
+    with InterruptStore(db_url) as store:
+        assert len([e for e in store.events() if e.type == EXPIRED]) == 4  # batch 2 did commit

@@ -341,6 +341,38 @@ def test_two_sweeps_at_once_expire_each_interrupt_exactly_once(
     assert store.verify().ok
 
 
+def test_two_sweeps_at_once_deliver_each_owed_wake_up_exactly_once(
+    store: InterruptStore, open_store: Callable[..., InterruptStore]
+) -> None:
+    """Two sweeps delivering 120 owed wake-ups at the same time call back for each exactly once between them."""
+    stale = seed_interrupts(store, 120, prefix="w", age=HOUR)
+    assert store.sweep(ttl_seconds=60).owed == 120  # no callback: every wake-up owed
+    sweepers = [open_store(), open_store()]
+    calls: list[list[tuple[str, str]]] = [[], []]
+    # Neither sweep delivers anything before both hold wake-ups: their deliveries overlap.
+    both_hold = threading.Barrier(2)
+
+    def delivering(k: int) -> Callable[[], Any]:
+        def on_expired(thread_id: str, interrupt_id: str, reason: str) -> None:
+            if not calls[k]:
+                both_hold.wait(timeout=JOIN_TIMEOUT)
+            calls[k].append((thread_id, interrupt_id))
+
+        return lambda: sweepers[k].sweep(ttl_seconds=60, batch_size=7, on_expired=on_expired)
+
+    outcomes = run_together([delivering(0), delivering(1)])
+
+    for o in outcomes:
+        assert o.error is None, repr(o.error)
+    delivered = calls[0] + calls[1]
+    assert len(delivered) == len(set(delivered)) == len(stale), "a wake-up was delivered twice"
+    assert set(delivered) == set(stale.items())
+    assert calls[0] and calls[1]
+    assert sum(len(o.value.redelivered) for o in outcomes) == len(stale)
+    assert all(o.value.expired == [] for o in outcomes)
+    assert store.sweep(ttl_seconds=60).owed == 0
+
+
 # --- 3. a sweep racing resumes ----------------------------------------------------------
 
 

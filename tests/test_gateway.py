@@ -27,6 +27,7 @@ from native_graphs import (
 from symfonic_store import (
     AnswerNotTakenError,
     InterruptAlreadyResolvedError,
+    InterruptExpiredError,
     InterruptGateway,
     UnknownInterruptError,
 )
@@ -268,7 +269,7 @@ async def test_an_interrupt_langgraph_stops_waiting_on_is_closed_as_superseded(d
         (expired,) = of_type(await gate.history("t-sup"), "interrupt.expired")
         assert expired.interrupt_id == first.id
         assert expired.data == {"reason": "superseded", "detected_by": "gateway"}
-        with pytest.raises(Exception):
+        with pytest.raises(InterruptExpiredError):
             await gate.answer("t-sup", first.id, {"approved": True}, "alice")
         assert gate.wires.sent == []
 

@@ -405,3 +405,226 @@ async def test_async_sweep_expires_and_awaits_its_callback(astore: AsyncInterrup
     history = await astore.history("t-0")
     assert [e.type for e in history] == [MINTED, EXPIRED]
     assert (history[-1].data["reason"], history[-1].data["detected_by"]) == ("ttl", "sweep")
+
+
+# --- limited to given threads ---------------------------------------------------------------
+
+
+def test_sweep_limited_to_thread_ids_leaves_every_other_thread_alone(
+    store: InterruptStore, clock: FrozenDateTimeFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``thread_ids`` expires only the named threads' stale interrupts; others get no event."""
+    import symfonic_store.store.ops as ops
+
+    monkeypatch.setattr(ops, "SCOPE_SIZE", 2)  # several chunks of ids, several statements
+    for k in range(6):
+        mint(store, f"t-{k}", f"i-{k}")
+    clock.tick(timedelta(seconds=61))
+    others = {t: store.history(t) for t in ("t-1", "t-4")}
+    called: list[str] = []
+
+    report = store.sweep(
+        ttl_seconds=60,
+        batch_size=1,
+        thread_ids=("t-5", "t-0", "t-2", "t-3", "t-0", "t-missing"),
+        on_expired=lambda t, i, r: called.append(t),
+    )
+
+    assert report.expired == [(f"t-{k}", f"i-{k}", "ttl") for k in (0, 2, 3, 5)]
+    assert called == ["t-0", "t-2", "t-3", "t-5"]
+    assert {t: store.history(t) for t in others} == others
+    assert [p["thread_id"] for p in store.list_pending()] == ["t-1", "t-4"]
+    assert store.sweep(ttl_seconds=60, thread_ids=[]).expired == []
+    assert [p["thread_id"] for p in store.list_pending()] == ["t-1", "t-4"]
+
+
+@pytest.mark.parametrize(
+    "thread_ids", ["t-1", [""], ["t-1", 7], [None], {"t": 1}, ("x" * 256,), 42]
+)
+def test_sweep_refuses_bad_thread_ids_before_writing(
+    store: InterruptStore, clock: FrozenDateTimeFactory, thread_ids: Any
+) -> None:
+    """A string, a non-collection or a bad id in ``thread_ids`` is InvalidInputError; nothing expires."""
+    from symfonic_store import InvalidInputError
+
+    mint(store, "t-1", "i-1")
+    clock.tick(timedelta(seconds=61))
+    before = store.events()
+    with pytest.raises(InvalidInputError) as caught:
+        store.sweep(ttl_seconds=60, thread_ids=thread_ids)
+    assert caught.value.field.startswith("thread_ids")
+    assert store.events() == before
+
+
+# --- owed wake-ups (at-least-once) ------------------------------------------------------------
+
+
+def owed_rows(store: InterruptStore) -> list[tuple[str, str, str, int, str | None]]:
+    """``(thread_id, interrupt_id, reason, attempts, last_error)`` of each owed wake-up."""
+    import sqlalchemy as sa
+
+    from symfonic_store.db.schema import wakeups
+
+    query = sa.select(
+        wakeups.c.thread_id, wakeups.c.interrupt_id, wakeups.c.reason, wakeups.c.attempts,
+        wakeups.c.last_error,
+    ).order_by(wakeups.c.thread_id)
+    with store.engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(query)]  # type: ignore[misc]
+
+
+def test_without_a_callback_wake_ups_stay_owed_and_a_later_sweep_delivers_them_first(
+    store: InterruptStore, clock: FrozenDateTimeFactory
+) -> None:
+    """A sweep without on_expired leaves its wake-ups owed; the next one with a callback delivers them before new expiries."""
+    for k in range(3):
+        mint(store, f"t-{k}", f"i-{k}")
+    clock.tick(timedelta(seconds=61))
+
+    silent = store.sweep(ttl_seconds=60)
+    assert len(silent.expired) == 3 and silent.owed == 3
+    assert "3 wake-up(s) still owed" in str(silent)
+    assert [r[:4] for r in owed_rows(store)] == [(f"t-{k}", f"i-{k}", "ttl", 0) for k in range(3)]
+
+    mint(store, "t-new", "i-new")
+    clock.tick(timedelta(seconds=61))
+    called: list[tuple[str, str, str]] = []
+    report = store.sweep(ttl_seconds=60, on_expired=lambda *a: called.append(a))
+
+    assert called == [*silent.expired, ("t-new", "i-new", "ttl")]
+    assert report.redelivered == silent.expired
+    assert report.expired == [("t-new", "i-new", "ttl")]
+    assert report.owed == 0 and owed_rows(store) == []
+    assert report.as_dict()["redelivered"][0] == {"thread_id": "t-0", "interrupt_id": "i-0", "reason": "ttl"}
+    assert report.as_dict()["owed"] == 0
+    assert "delivered 3 owed wake-up(s)" in str(report)
+    # Delivering is not expiring: no new event for the owed ones.
+    assert expiries(store, "t-0") == [("i-0", "ttl", "sweep")]
+
+
+def test_a_wake_up_whose_callback_keeps_failing_stays_owed_and_is_tried_once_per_sweep(
+    store: InterruptStore, clock: FrozenDateTimeFactory
+) -> None:
+    """A raising callback leaves its wake-up owed with the attempt recorded; each later sweep tries it once, until it works."""
+    for k in range(3):
+        mint(store, f"t-{k}", f"i-{k}")
+    clock.tick(timedelta(seconds=61))
+    called: list[str] = []
+    broken = {"t-1"}
+
+    def on_expired(thread_id: str, interrupt_id: str, reason: str) -> None:
+        called.append(thread_id)
+        if thread_id in broken:
+            raise RuntimeError("graph unreachable")
+
+    first = store.sweep(ttl_seconds=60, batch_size=1, on_expired=on_expired)
+    assert called == ["t-0", "t-1", "t-2"]
+    assert [f[:2] for f in first.wake_failures] == [("t-1", "i-1")]
+    assert first.owed == 1
+
+    for attempt in (2, 3):
+        called.clear()
+        again = store.sweep(ttl_seconds=60, batch_size=1, on_expired=on_expired)
+        assert called == ["t-1"]  # once, not in a loop
+        assert again.redelivered == [] and again.expired == []
+        assert [f[:2] for f in again.wake_failures] == [("t-1", "i-1")]
+        assert again.owed == 1
+        ((thread_id, _, _, attempts, error),) = owed_rows(store)
+        assert (thread_id, attempts) == ("t-1", attempt)
+        assert error is not None and "graph unreachable" in error
+
+    broken.clear()
+    fixed = store.sweep(ttl_seconds=60, on_expired=on_expired)
+    assert fixed.redelivered == [("t-1", "i-1", "ttl")] and fixed.owed == 0
+    assert owed_rows(store) == []
+
+
+class SweepKilled(BaseException):
+    """The sweep's process going away in the middle of a callback."""
+
+
+def test_a_wake_up_held_by_a_sweep_that_died_is_owed_again_when_its_lease_runs_out(
+    store: InterruptStore, clock: FrozenDateTimeFactory
+) -> None:
+    """Wake-ups a dead sweep held are not delivered by another sweep at once, and are once the lease has run out."""
+    from symfonic_store.services.sweep import WAKE_LEASE_SECONDS
+
+    for k in range(2):
+        mint(store, f"t-{k}", f"i-{k}")
+    clock.tick(timedelta(seconds=61))
+
+    def dies(*args: Any) -> None:
+        raise SweepKilled
+
+    with pytest.raises(SweepKilled):
+        store.sweep(ttl_seconds=60, on_expired=dies)
+    assert len(owed_rows(store)) == 2
+
+    called: list[tuple[str, str, str]] = []
+    meanwhile = store.sweep(ttl_seconds=60, on_expired=lambda *a: called.append(a))
+    assert called == [] and meanwhile.owed == 2  # still held by the dead sweep
+
+    clock.tick(timedelta(seconds=WAKE_LEASE_SECONDS + 1))
+    later = store.sweep(ttl_seconds=60, on_expired=lambda *a: called.append(a))
+    assert called == [("t-0", "i-0", "ttl"), ("t-1", "i-1", "ttl")]
+    assert later.redelivered == called and later.owed == 0
+
+
+def test_dry_run_counts_owed_wake_ups_and_delivers_none(
+    store: InterruptStore, clock: FrozenDateTimeFactory
+) -> None:
+    """A dry run reports how many wake-ups are owed, calls nothing and settles nothing."""
+    mint(store, "t-0", "i-0")
+    clock.tick(timedelta(seconds=61))
+    store.sweep(ttl_seconds=60)
+    called: list[Any] = []
+
+    dry = store.sweep(ttl_seconds=60, dry_run=True, on_expired=lambda *a: called.append(a))
+
+    assert (dry.owed, dry.redelivered, called) == (1, [], [])
+    assert "1 wake-up(s) owed" in str(dry)
+    assert len(owed_rows(store)) == 1
+
+
+def test_a_sweep_limited_to_thread_ids_delivers_only_their_owed_wake_ups(
+    store: InterruptStore, clock: FrozenDateTimeFactory
+) -> None:
+    """``thread_ids`` applies to owed wake-ups too: another thread's stays owed and untouched."""
+    for k in range(2):
+        mint(store, f"t-{k}", f"i-{k}")
+    clock.tick(timedelta(seconds=61))
+    store.sweep(ttl_seconds=60)
+    called: list[tuple[str, str, str]] = []
+
+    mine = store.sweep(ttl_seconds=60, thread_ids=["t-1"], on_expired=lambda *a: called.append(a))
+
+    assert called == [("t-1", "i-1", "ttl")] and mine.redelivered == called
+    assert mine.owed == 0
+    assert owed_rows(store) == [("t-0", "i-0", "ttl", 0, None)]
+
+
+def test_on_expired_must_be_callable(store: InterruptStore) -> None:
+    """A callback that cannot be called is refused before anything is expired or recorded as owed."""
+    from symfonic_store import InvalidInputError
+
+    with pytest.raises(InvalidInputError) as caught:
+        store.sweep(on_expired="wake them")  # type: ignore[arg-type]
+    assert caught.value.field == "on_expired"
+
+
+async def test_async_sweep_delivers_owed_wake_ups(astore: AsyncInterruptStore) -> None:
+    """The asyncio store delivers wake-ups a sweep without a callback left owed, awaiting its callback."""
+    old = time.time() - 3600
+    for k in range(2):
+        await astore.mint(f"t-{k}", {"name": "approval_required", "interrupt_id": f"i-{k}",
+                                     "payload": {}, "minted_at": old})
+    silent = await astore.sweep(ttl_seconds=60)
+    assert silent.owed == 2
+    woken: list[tuple[str, str, str]] = []
+
+    async def on_expired(thread_id: str, interrupt_id: str, reason: str) -> None:
+        woken.append((thread_id, interrupt_id, reason))
+
+    report = await astore.sweep(ttl_seconds=60, on_expired=on_expired)
+    assert woken == silent.expired == report.redelivered
+    assert report.expired == [] and report.owed == 0

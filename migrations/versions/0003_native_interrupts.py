@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0003_native_interrupts"
-down_revision: str | None = "0001_event_log"  # TEMP
+down_revision: str | None = "0002_owed_wakeups"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -57,15 +57,19 @@ def _install_sqlite_behaviour(
         sql = "BEGIN IMMEDIATE" if connection.get_execution_options().get("symfonic_write") else "BEGIN"
         dbapi_connection = connection.connection.dbapi_connection
         assert dbapi_connection is not None
-        cursor = dbapi_connection.cursor()
+        cursor = None
         try:
+            # cursor() inside the try: on a connection that died it raises the driver's
+            # error, which must reach translate_errors wrapped like any other.
+            cursor = dbapi_connection.cursor()
             cursor.execute(sql)
         except connection.dialect.loaded_dbapi.Error as exc:
             raise sa.exc.DBAPIError.instance(
                 sql, (), exc, connection.dialect.loaded_dbapi.Error, dialect=connection.dialect
             ) from exc
         finally:
-            cursor.close()
+            if cursor is not None:
+                cursor.close()
 
 
 def _check_sqlite_options(synchronous: str, busy_timeout: float) -> tuple[str, int]:

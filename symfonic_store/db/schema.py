@@ -1,4 +1,5 @@
-"""The SQL schema: the append-only event table and the per-thread projection table.
+"""The SQL schema: the append-only event table, the per-thread projection table, and the
+wake-ups the sweep still owes.
 
 The migrations in ``migrations/`` create exactly this (``alembic check`` in the test
 suite proves there is no drift). The database keeps the promises:
@@ -6,7 +7,8 @@ suite proves there is no drift). The database keeps the promises:
 - ``uq_symfonic_events_thread_version``: two writers never win the same version (I2);
 - ``uq_symfonic_events_one_mint``: one ``interrupt.minted`` per (thread, interrupt) (I4);
 - ``uq_symfonic_events_one_ending``: one terminal event per (thread, interrupt) (I3);
-- triggers refuse ``UPDATE``, ``DELETE`` (and on PostgreSQL ``TRUNCATE``) (I1).
+- triggers refuse ``UPDATE``, ``DELETE`` (and on PostgreSQL ``TRUNCATE``) (I1);
+- the primary key of ``symfonic_wakeups``: at most one owed wake-up per interrupt.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ EVENTS_TABLE = "symfonic_events"
 THREADS_TABLE = "symfonic_threads"
 OPEN_INTERRUPTS_TABLE = "symfonic_open_interrupts"
 CLAIMS_TABLE = "symfonic_claims"
+WAKEUPS_TABLE = "symfonic_wakeups"
 VERSION_TABLE = "symfonic_store_alembic_version"
 """Alembic's bookkeeping table, named apart so the store can share a database with an
 application that has Alembic migrations of its own."""
@@ -169,6 +172,27 @@ claims = sa.Table(
     sa.Column("actor", sa.String(255), nullable=False),
     sa.Column("response", sa.JSON(), nullable=True),
     sa.Column("claimed_at", sa.Float(), nullable=False),
+)
+
+# One row per sweep expiry whose wake-up (``on_expired``) is still owed: inserted in the
+# expiry's own transaction, deleted once ``on_expired`` returned. A commit whose
+# acknowledgement was lost leaves its rows here, so the next sweep still wakes those
+# graphs. Delivery bookkeeping, not history: rows are deleted (the events are the record).
+wakeups = sa.Table(
+    WAKEUPS_TABLE,
+    metadata,
+    sa.Column("thread_id", sa.String(255), primary_key=True),
+    sa.Column("interrupt_id", sa.String(255), primary_key=True),
+    sa.Column("reason", sa.String(64), nullable=False),
+    # The expiry event is (thread_id, expired_version) in symfonic_events.
+    sa.Column("expired_version", sa.Integer(), nullable=False),
+    sa.Column("expired_at", UTCDateTime(), nullable=False),
+    sa.Column("attempts", sa.Integer(), nullable=False),
+    sa.Column("last_error", sa.Text(), nullable=True),
+    # A sweep delivering the wake-up holds it until claimed_until (Unix seconds, the
+    # Python clock), so a concurrent sweep does not deliver it at the same time.
+    sa.Column("claimed_by", sa.String(64), nullable=True),
+    sa.Column("claimed_until", sa.Float(), nullable=True),
 )
 
 # --- append-only triggers (I1), used by the migrations ----------------------------

@@ -25,8 +25,13 @@ def _first_line(exc: BaseException) -> str:
 
 
 @contextlib.contextmanager
-def translate_errors() -> Iterator[None]:
-    """Turn driver exceptions into the store's error tree, with what to do about them."""
+def translate_errors(*, at_commit: bool = False) -> Iterator[None]:
+    """Turn driver exceptions into the store's error tree, with what to do about them.
+
+    ``at_commit``: the block sends COMMIT. A failure there (the connection lost while
+    committing) may come after the server committed, so it is a
+    :class:`DatabaseError` with ``outcome_unknown`` and never says nothing was written.
+    """
     try:
         yield
     except SymfonicStoreError:
@@ -38,6 +43,13 @@ def translate_errors() -> Iterator[None]:
         ) from None
     except sa.exc.DBAPIError as exc:
         message = _first_line(exc)
+        if at_commit:
+            raise DatabaseError(
+                f"the database failed at commit ({message}): the outcome of the last "
+                "transaction is unknown, it may have committed; check that the database is "
+                "running and reachable, and look at what was written before you retry",
+                outcome_unknown=True,
+            ) from None
         lowered = message.lower()
         if "no such table" in lowered or (
             "relation" in lowered and "does not exist" in lowered
@@ -48,14 +60,16 @@ def translate_errors() -> Iterator[None]:
         if "database is locked" in lowered or "database is busy" in lowered:
             raise DatabaseError(
                 "the SQLite database stayed locked by another writer past the busy timeout; "
-                "nothing was written: retry, or raise busy_timeout"
+                "the transaction was rolled back, nothing of it was written: retry, or raise "
+                "busy_timeout"
             ) from None
         if getattr(exc, "connection_invalidated", False) or isinstance(
             exc, sa.exc.OperationalError | sa.exc.InterfaceError
         ):
             raise DatabaseError(
                 f"cannot use the database ({message}); check that it is running and "
-                "reachable, then retry: nothing was written"
+                "reachable, then retry: the transaction was rolled back, nothing of it was "
+                "written"
             ) from None
         raise DatabaseError(f"the database refused the operation: {message}") from None
     except sa.exc.SQLAlchemyError as exc:

@@ -9,7 +9,8 @@ and a replay.
 
 The store is the embedded SQLite file given (``symfonic_demo.db`` by default) and the
 graphs' checkpoints live in the same file (``SqliteSaver``). Each run uses new thread
-ids, so running the demo again adds to the same store.
+ids, so running the demo again adds to the same store, and it never writes to a thread
+it did not create (its sweep is limited to its own threads).
 """
 
 from __future__ import annotations
@@ -112,10 +113,16 @@ def run_demo(url: str, *, say: Say) -> DemoRun:
         answer(*approved, "alice", {"approved": True})
         answer(*rejected, "bob", {"approved": False, "note": "outside the 30-day window"})
 
-        # Nobody answers the third request. A TTL of zero makes every pending interrupt
-        # stale at once (no waiting); the sweep expires it and wakes its graph.
+        # Nobody answers the third request. A TTL of zero makes it stale at once (no
+        # waiting); the sweep expires it and wakes its graph. The sweep is limited to the
+        # demo's own threads: with --db the store may hold other people's threads, and an
+        # expiry in an append-only log cannot be taken back.
         say(f"\n[{abandoned[0]}] nobody answers; the cron sweep runs")
-        report = store.sweep(ttl_seconds=0, on_expired=make_graph_waker(graph))
+        report = store.sweep(
+            ttl_seconds=0,
+            on_expired=make_graph_waker(graph),
+            thread_ids=list(outcome.threads.values()),
+        )
         say(str(report))
         state = graph.get_state({"configurable": {"thread_id": abandoned[0]}})
         say(f"[{abandoned[0]}] agent: {_last_words(dict(state.values))}")

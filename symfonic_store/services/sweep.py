@@ -5,23 +5,54 @@ with an indexed query on the projection, the seed predicate decides, and the exp
 are appended set-wise. On PostgreSQL candidate rows are locked ``FOR UPDATE SKIP
 LOCKED``, so two sweeps at once split the work and never expire anything twice (the
 one-ending unique key would refuse it anyway).
+
+Wake-ups are at-least-once. Each batch records, in its own transaction, one row per
+expiry in ``symfonic_wakeups``: the wake-up it owes. A row is deleted only once
+``on_expired`` returned for it, so a batch whose commit reached the server but not the
+client (the connection dropped at COMMIT) still has its wake-ups on record, and the
+next sweep delivers them before it expires anything new. A sweep that will call back
+inserts its rows already *claimed* (``claimed_by`` = the sweep, ``claimed_until`` = now
+plus :data:`WAKE_LEASE_SECONDS`), and claims older owed rows under ``FOR UPDATE SKIP
+LOCKED``: two sweeps at once never deliver the same wake-up at the same time. A claim
+lapses if its sweep dies; a sweep that stops on an error lets its claims go when the
+database still answers.
+
+A callback that raises leaves the wake-up owed (``attempts`` and ``last_error`` record
+it): it is tried again by the next sweep, once per sweep, never in a loop. Without
+``on_expired`` the rows stay owed until a sweep with a callback delivers them.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.engine import Connection
 
 from ..append import ThreadWriter, flush
-from ..db.statements import stale_candidates
+from ..db.statements import (
+    claim_wakeups,
+    claimable_wakeups,
+    count_wakeups,
+    delete_wakeup,
+    insert_wakeups,
+    record_failed_wakeup,
+    release_claims,
+    renew_claims,
+    stale_candidates,
+)
 from ..events import EXPIRED
 from ..protocol import PENDING_KEY, stale_reason
 
 Expiry = tuple[str, str, str]
 """``(thread_id, interrupt_id, reason)``"""
+
+WAKE_LEASE_SECONDS = 600.0
+"""How long a sweep holds the owed wake-ups it is delivering (renewed as it goes); a
+sweep that died lets them go when the lease runs out."""
 
 # The SQL prefilter compares ``minted_at < now - ttl + margin``: a superset of what the
 # Python predicate (``now - minted_at > ttl``) calls stale, whatever the float rounding.
@@ -37,6 +68,15 @@ class SweepReport:
     ttl_seconds: float | None = None
     wake_failures: list[tuple[str, str, str]] = field(default_factory=list)
     """``(thread_id, interrupt_id, error)`` for each ``on_expired`` call that raised."""
+    complete: bool = True
+    """False when the sweep stopped partway (:class:`~symfonic_store.SweepIncompleteError`):
+    the report then lists only what was committed before the failure."""
+    redelivered: list[Expiry] = field(default_factory=list)
+    """Owed wake-ups of earlier expiries that this sweep delivered (``on_expired``
+    returned): deliveries, not new expiries."""
+    owed: int | None = None
+    """Wake-ups still owed after this sweep (in its ``thread_ids``, when limited); None
+    when a sweep that stopped partway could not count them."""
 
     def wake_failed(self, thread_id: str, interrupt_id: str, exc: Exception) -> None:
         """Record an ``on_expired`` callback that raised."""
@@ -48,6 +88,7 @@ class SweepReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "complete": self.complete,
             "dry_run": self.dry_run,
             "ttl_seconds": self.ttl_seconds,
             "expired": [
@@ -56,6 +97,10 @@ class SweepReport:
             "wake_failures": [
                 {"thread_id": t, "interrupt_id": i, "error": e} for t, i, e in self.wake_failures
             ],
+            "redelivered": [
+                {"thread_id": t, "interrupt_id": i, "reason": r} for t, i, r in self.redelivered
+            ],
+            "owed": self.owed,
         }
 
     def __str__(self) -> str:
@@ -66,9 +111,16 @@ class SweepReport:
         detail = ", ".join(f"{n} {r}" for r, n in sorted(by_reason.items()))
         ttl = "none" if self.ttl_seconds is None else f"{self.ttl_seconds:g}s"
         text = f"sweep {verb} {self.count} interrupt(s)" + (f" ({detail})" if detail else "")
+        if not self.complete:
+            text = f"sweep stopped partway; before it stopped it {verb} {self.count} interrupt(s)"
+            text += f" ({detail})" if detail else ""
         text += f"; ttl {ttl}"
+        if self.redelivered:
+            text += f"; delivered {len(self.redelivered)} owed wake-up(s)"
         if self.wake_failures:
             text += f"; {len(self.wake_failures)} wake-up(s) failed"
+        if self.owed:
+            text += f"; {self.owed} wake-up(s) {'owed' if self.dry_run else 'still owed'}"
         return text
 
 
@@ -79,6 +131,22 @@ class SweepBatch:
     """The keyset cursor for the next batch; None when there is nothing further."""
 
 
+@dataclass(slots=True)
+class WakeClaim:
+    """One sweep's hold on the wake-ups it delivers: its id, and when it last renewed."""
+
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    renewed_at: float = field(default_factory=time.time)
+
+    def renewal_due(self) -> bool:
+        """Half the lease has passed since the last renewal (the caller renews now)."""
+        now = time.time()
+        if now - self.renewed_at < WAKE_LEASE_SECONDS / 2:
+            return False
+        self.renewed_at = now
+        return True
+
+
 def sweep_batch(
     conn: Connection,
     *,
@@ -86,15 +154,25 @@ def sweep_batch(
     after_thread: str,
     batch_size: int,
     dry_run: bool,
+    thread_ids: Sequence[str] | None = None,
+    claim: WakeClaim | None = None,
 ) -> SweepBatch:
-    """Find (and unless ``dry_run`` expire) the stale interrupts of one batch of threads."""
+    """Find (and unless ``dry_run`` expire) the stale interrupts of one batch of threads
+    (of ``thread_ids`` only, when given), recording the wake-up each expiry owes (held
+    by ``claim`` when the sweep is about to deliver them)."""
     now = time.time()
     cutoff = None if ttl_seconds is None else now - ttl_seconds + _CUTOFF_MARGIN
     candidates = stale_candidates(
-        conn, ttl_cutoff=cutoff, after_thread=after_thread, limit=batch_size, lock=not dry_run
+        conn,
+        ttl_cutoff=cutoff,
+        after_thread=after_thread,
+        limit=batch_size,
+        lock=not dry_run,
+        thread_ids=thread_ids,
     )
     expired: list[Expiry] = []
     writers: list[ThreadWriter] = []
+    owed: list[dict[str, Any]] = []
     for state in candidates:
         # A read-only view of the state (as_state() would deep-copy the marker).
         reason = stale_reason({PENDING_KEY: state.pending, "run_id": state.run_id}, ttl_seconds)
@@ -104,12 +182,70 @@ def sweep_batch(
         expired.append((state.thread_id, interrupt_id, reason))
         if not dry_run:
             w = ThreadWriter(conn, state.thread_id, state)
-            w.append(
+            event = w.append(
                 EXPIRED,
                 interrupt_id=interrupt_id,
                 data={"reason": reason, "detected_by": "sweep"},
             )
             writers.append(w)
+            owed.append(
+                {
+                    "thread_id": state.thread_id,
+                    "interrupt_id": interrupt_id,
+                    "reason": reason,
+                    "expired_version": event.version,
+                    "expired_at": event.occurred_at,
+                    "attempts": 0,
+                    "claimed_by": None if claim is None else claim.id,
+                    "claimed_until": None if claim is None else now + WAKE_LEASE_SECONDS,
+                }
+            )
     flush(conn, writers)
+    # In the expiries' own transaction: committed together, or not at all.
+    insert_wakeups(conn, owed)
     last = candidates[-1].thread_id if len(candidates) == batch_size else None
     return SweepBatch(expired, last)
+
+
+def claim_owed(
+    conn: Connection,
+    *,
+    claim: WakeClaim,
+    after: tuple[str, str],
+    limit: int,
+    thread_ids: Sequence[str] | None,
+) -> list[Expiry]:
+    """Take hold of up to ``limit`` owed wake-ups nobody holds, after the keyset ``after``."""
+    now = time.time()
+    owed = claimable_wakeups(conn, now=now, after=after, limit=limit, thread_ids=thread_ids)
+    claim_wakeups(conn, [(t, i) for t, i, _ in owed], claim=claim.id, until=now + WAKE_LEASE_SECONDS)
+    return owed
+
+
+def settle_wakeup(
+    conn: Connection,
+    *,
+    claim: WakeClaim,
+    thread_id: str,
+    interrupt_id: str,
+    error: str | None,
+    renew: bool,
+) -> None:
+    """After one ``on_expired`` call: delivered (``error`` None) forgets the wake-up; a
+    failure records it and leaves it owed. ``renew`` extends the sweep's other claims."""
+    if error is None:
+        delete_wakeup(conn, thread_id, interrupt_id)
+    else:
+        record_failed_wakeup(conn, thread_id, interrupt_id, error)
+    if renew:
+        renew_claims(conn, claim=claim.id, until=time.time() + WAKE_LEASE_SECONDS)
+
+
+def let_go(conn: Connection, *, claim: WakeClaim) -> None:
+    """A sweep that stops early releases what it holds: the next sweep delivers it."""
+    release_claims(conn, claim=claim.id)
+
+
+def count_owed(conn: Connection, *, thread_ids: Sequence[str] | None) -> int:
+    """How many wake-ups are owed (on ``thread_ids`` only, when given)."""
+    return count_wakeups(conn, thread_ids=thread_ids)

@@ -19,6 +19,7 @@ the two public surfaces cannot drift.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import time
@@ -43,7 +44,7 @@ from ..db.statements import (
     stream_events,
     thread_events_query,
 )
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, SweepIncompleteError, SymfonicStoreError
 from ..events import StoredEvent
 from ..native import MARKER_SOURCE, NATIVE_SOURCE
 from ..projection import ThreadState
@@ -51,7 +52,16 @@ from ..protocol import PENDING_KEY, interrupt_pending_is_current, normalize_resp
 from ..services.audit import AuditRecord, audit
 from ..services.rebuild import Progress, rebuild
 from ..services.replay import Replay
-from ..services.sweep import SweepReport, sweep_batch
+from ..services.sweep import (
+    Expiry,
+    SweepReport,
+    WakeClaim,
+    claim_owed,
+    count_owed,
+    let_go,
+    settle_wakeup,
+    sweep_batch,
+)
 from ..services.verify import VerifyReport, verify_events
 from . import admission, lifecycle
 from .lifecycle import ApproverPolicy, Rules, payload_approvers
@@ -184,6 +194,77 @@ def _native_pending(row: dict[str, Any]) -> dict[str, Any]:
         "source": NATIVE_SOURCE,
         "graph": row["graph"],
     }
+
+
+SCOPE_SIZE = 500
+"""Thread ids per statement when a sweep is limited to given threads (one bind each)."""
+
+
+def _scopes(thread_ids: tuple[str, ...] | None) -> list[tuple[str, ...] | None]:
+    """The sweep's scopes: every thread (None), or the given ids in bounded chunks."""
+    if thread_ids is None:
+        return [None]
+    return [thread_ids[i : i + SCOPE_SIZE] for i in range(0, len(thread_ids), SCOPE_SIZE)]
+
+
+def _wake(
+    report: SweepReport,
+    on_expired: OnExpired,
+    claim: WakeClaim,
+    items: list[Expiry],
+    *,
+    owed_before: bool,
+) -> Plan[None]:
+    """Call back once for each wake-up, recording after each call whether it was delivered.
+
+    Settling one wake-up at a time keeps at-least-once tight: if the sweep dies, only the
+    wake-up being delivered at that moment is delivered again later.
+    """
+    for thread_id, interrupt_id, reason in items:
+        error: str | None = None
+        try:
+            yield Call(on_expired, (thread_id, interrupt_id, reason))
+        except Exception as exc:
+            report.wake_failed(thread_id, interrupt_id, exc)
+            error = report.wake_failures[-1][2]
+        else:
+            if owed_before:
+                report.redelivered.append((thread_id, interrupt_id, reason))
+        yield Op(
+            partial(
+                settle_wakeup,
+                claim=claim,
+                thread_id=thread_id,
+                interrupt_id=interrupt_id,
+                error=error,
+                renew=claim.renewal_due(),
+            ),
+            write=True,
+        )
+
+
+def _deliver_owed(
+    report: SweepReport,
+    on_expired: OnExpired,
+    claim: WakeClaim,
+    scope: tuple[str, ...] | None,
+    size: int,
+) -> Plan[None]:
+    """Deliver the wake-ups earlier sweeps still owe, each at most once in this sweep.
+
+    The keyset cursor only moves forward, so a wake-up whose callback fails again is
+    left owed for the next sweep instead of being retried here in a loop.
+    """
+    after = ("", "")
+    while True:
+        owed: list[Expiry] = yield Op(
+            partial(claim_owed, claim=claim, after=after, limit=size, thread_ids=scope),
+            write=True,
+        )
+        yield from _wake(report, on_expired, claim, owed, owed_before=True)
+        if len(owed) < size:
+            return
+        after = (owed[-1][0], owed[-1][1])
 
 
 def _state_of(thread: ThreadState | None) -> dict[str, Any]:
@@ -492,42 +573,87 @@ class Operations:
         dry_run: bool = False,
         batch_size: int = 500,
         on_expired: OnExpired | None = None,
+        thread_ids: list[str] | tuple[str, ...] | set[str] | frozenset[str] | None = None,
     ) -> Plan[SweepReport]:
         """Expire every stale pending interrupt (TTL passed or run moved on).
 
         ``on_expired(thread_id, interrupt_id, reason)`` is called after each batch of
         expiries is committed (use :func:`~symfonic_store.make_graph_waker` to wake the
         graphs; the async store awaits a coroutine function); a callback that raises is
-        reported in ``wake_failures``.
+        reported in ``wake_failures``. ``thread_ids`` limits the sweep to those threads:
+        nothing is read from or written to any other thread.
+
+        Wake-ups are at-least-once: each expiry records the wake-up it owes in the same
+        transaction, and the record is deleted only once ``on_expired`` returned. A sweep
+        with ``on_expired`` first delivers the wake-ups earlier sweeps still owe (a
+        commit whose acknowledgement was lost, a callback that raised, a sweep without a
+        callback), listed in ``redelivered``; ``owed`` counts what is still owed after
+        it. A wake-up whose callback raises stays owed and is tried once per sweep.
+
+        Each batch is its own transaction. A store error after a batch committed raises
+        :class:`~symfonic_store.SweepIncompleteError`, whose ``report`` lists what was
+        committed; when nothing was written the error itself is raised.
+
+        Raises:
+            InvalidInputError: a bad TTL, batch size, dry-run flag, callback or thread ids.
+            SweepIncompleteError: the sweep stopped partway (see above).
+            DatabaseError, SchemaNotMigratedError: it failed before writing anything.
         """
         if not isinstance(dry_run, bool):
             raise InvalidInputError("dry_run", "must be True or False")
         size = validation.positive_int(batch_size, "batch_size")
         assert size is not None
-        ttl = self.ttl(ttl_seconds)
-        report = SweepReport(dry_run=dry_run, ttl_seconds=ttl)
-        after = ""
-        while True:
-            batch = yield Op(
-                partial(
-                    sweep_batch,
-                    ttl_seconds=ttl,
-                    after_thread=after,
-                    batch_size=size,
-                    dry_run=dry_run,
-                ),
-                write=not dry_run,
+        if on_expired is not None and not callable(on_expired):
+            raise InvalidInputError(
+                "on_expired", "must be None or a callable(thread_id, interrupt_id, reason)"
             )
-            report.expired.extend(batch.expired)
-            if on_expired is not None and not dry_run:
-                for thread_id, interrupt_id, reason in batch.expired:
-                    try:
-                        yield Call(on_expired, (thread_id, interrupt_id, reason))
-                    except Exception as exc:
-                        report.wake_failed(thread_id, interrupt_id, exc)
-            if batch.last_thread is None:
-                return report
-            after = batch.last_thread
+        ttl = self.ttl(ttl_seconds)
+        only = validation.thread_ids(thread_ids)
+        report = SweepReport(dry_run=dry_run, ttl_seconds=ttl, owed=0)
+        wake = None if dry_run else on_expired
+        claim = None if wake is None else WakeClaim()
+        try:
+            for scope in _scopes(only):
+                if wake is not None and claim is not None:
+                    yield from _deliver_owed(report, wake, claim, scope, size)
+                after = ""
+                while True:
+                    batch = yield Op(
+                        partial(
+                            sweep_batch,
+                            ttl_seconds=ttl,
+                            after_thread=after,
+                            batch_size=size,
+                            dry_run=dry_run,
+                            thread_ids=scope,
+                            claim=claim,
+                        ),
+                        write=not dry_run,
+                    )
+                    report.expired.extend(batch.expired)
+                    if wake is not None and claim is not None:
+                        yield from _wake(report, wake, claim, batch.expired, owed_before=False)
+                    if batch.last_thread is None:
+                        break
+                    after = batch.last_thread
+                owed: int = yield Op(partial(count_owed, thread_ids=scope), write=False)
+                report.owed = (report.owed or 0) + owed
+        except SymfonicStoreError as exc:
+            # Batches are separate transactions: what committed stays committed, so the
+            # caller must learn it even though a later batch failed.
+            failed = SweepIncompleteError(report, exc)
+            if claim is not None:
+                # Let go of what this sweep holds, so the next one need not wait out the
+                # lease; if the database is gone too, the lease runs out instead.
+                with contextlib.suppress(SymfonicStoreError):
+                    yield Op(partial(let_go, claim=claim), write=True)
+            touched = report.expired or report.redelivered or report.wake_failures
+            if not touched and not failed.outcome_unknown:
+                raise  # nothing of this sweep was written or called, and that is known
+            report.complete = False
+            report.owed = None
+            raise failed from None
+        return report
 
     def rebuild_projection(self, *, progress: Progress | None = None) -> Plan[int]:
         """Rebuild the projection from the events; returns the number of events folded."""

@@ -11,6 +11,7 @@ import typer
 
 from ...errors import (
     InvalidInputError,
+    SweepIncompleteError,
 )
 from ..app import (
     PROG,
@@ -88,10 +89,16 @@ def sweep(
             if waker(thread_id, interrupt_id, reason):
                 woken.append((thread_id, interrupt_id))
 
+    stopped: SweepIncompleteError | None = None
     with get_session(ctx).store() as store:
-        report = store.sweep(
-            ttl_seconds=ttl, dry_run=dry_run, batch_size=batch_size, on_expired=on_expired
-        )
+        try:
+            report = store.sweep(
+                ttl_seconds=ttl, dry_run=dry_run, batch_size=batch_size, on_expired=on_expired
+            )
+        except SweepIncompleteError as exc:
+            # What committed before the failure is printed like any report (the failure
+            # goes to stderr, exit 1): a cron log must show what was expired.
+            report, stopped = exc.report, exc
     if output is TableOrJson.json:
         emit_json({**report.as_dict(), "woken": len(woken)})
     else:
@@ -106,6 +113,9 @@ def sweep(
                 )
                 + "\n"
             )
+    if stopped is not None:
+        raise Problem(str(stopped))
+    if report.wake_failures:
         raise Problem(
             f"{len(report.wake_failures)} graph wake-up(s) failed; the interrupts stay expired"
         )
