@@ -35,7 +35,9 @@ from symfonic_store.db.migrate import (
     upgrade,
 )
 from symfonic_store.db.schema import (
+    CLAIMS_TABLE,
     EVENTS_TABLE,
+    OPEN_INTERRUPTS_TABLE,
     THREADS_TABLE,
     VERSION_TABLE,
     WAKEUPS_TABLE,
@@ -43,7 +45,9 @@ from symfonic_store.db.schema import (
 )
 
 CHECKOUT = Path(__file__).resolve().parent.parent
-STORE_TABLES = {EVENTS_TABLE, THREADS_TABLE, WAKEUPS_TABLE}
+STORE_TABLES = {
+    EVENTS_TABLE, THREADS_TABLE, WAKEUPS_TABLE, OPEN_INTERRUPTS_TABLE, CLAIMS_TABLE
+}
 FIRST_REVISION = "0001_event_log"
 UPGRADE_COMMAND = "symfonic-store db upgrade"
 
@@ -156,9 +160,10 @@ def test_owed_wake_ups_migrate_up_from_0001_and_back_down_keeping_the_events(
     """0002 adds symfonic_wakeups to a database at 0001; going back to 0001 removes only that table."""
     migrate(engine, "up", FIRST_REVISION)
     assert tables(engine) == {EVENTS_TABLE, THREADS_TABLE}
+    migrate(engine, "up", "0002_owed_wakeups")
+    assert revision_of(engine) == "0002_owed_wakeups"
+    assert tables(engine) == {EVENTS_TABLE, THREADS_TABLE, WAKEUPS_TABLE}
     migrate(engine, "up", "head")
-    assert revision_of(engine) == head_revision() == "0002_owed_wakeups"
-    assert tables(engine) == STORE_TABLES
     with InterruptStore(db_url) as store:
         mint_stale(store, "t-1", age=3600)
         assert store.sweep(ttl_seconds=60, on_expired=lambda *a: None).owed == 0
