@@ -195,6 +195,17 @@ def resume(
     ending = next((e for e in history if e.type != MINTED), None)
 
     if minted is None:
+        if not w.existed:
+            # No projection row means no events (I6): a mistyped thread id. Recording
+            # the refusal would create the thread out of nothing (I10): refuse only.
+            return Refusal(
+                UnknownInterruptError(
+                    f"{where} is unknown: thread {thread_id!r} has no events at all; check "
+                    "the thread id (`symfonic-store pending` lists what is waiting); "
+                    "nothing was recorded",
+                    thread_id=thread_id, interrupt_id=interrupt_id,
+                )
+            )
         return _refuse(
             w, interrupt_id, response, actor, "unknown",
             UnknownInterruptError(
