@@ -384,3 +384,64 @@ def projection_rows_query() -> sa.Select[Any]:
         )
         .order_by(per_thread.c.thread_id)
     )
+
+
+def projection_heads_query(thread_id: str | None = None) -> sa.CompoundSelect[Any]:
+    """Each thread's projection head beside its last event, in ONE statement.
+
+    Columns: ``thread_id``, the projection's ``version`` and ``last_hash`` (NULL without
+    a row), the last event's ``version``, ``hash`` and ``position`` (NULL without
+    events). One statement reads one snapshot, so an append committing meanwhile (it
+    writes its event and the projection row together) can never look like a mismatch.
+    """
+    last_versions = sa.select(
+        events.c.thread_id.label("thread_id"), sa.func.max(events.c.version).label("version")
+    ).group_by(events.c.thread_id)
+    if thread_id is not None:
+        last_versions = last_versions.where(events.c.thread_id == thread_id)
+    lv = last_versions.cte("last_versions")
+    last = events.alias("last_event")
+    on_last = sa.and_(last.c.thread_id == lv.c.thread_id, last.c.version == lv.c.version)
+    with_row = sa.select(
+        threads.c.thread_id,
+        threads.c.version,
+        threads.c.last_hash,
+        last.c.version,
+        last.c.hash,
+        last.c.position,
+    ).select_from(
+        threads.outerjoin(lv, lv.c.thread_id == threads.c.thread_id).outerjoin(last, on_last)
+    )
+    if thread_id is not None:
+        with_row = with_row.where(threads.c.thread_id == thread_id)
+    without_row = (
+        sa.select(
+            lv.c.thread_id,
+            sa.cast(sa.null(), sa.Integer()),
+            sa.cast(sa.null(), sa.String(64)),
+            last.c.version,
+            last.c.hash,
+            last.c.position,
+        )
+        .select_from(lv.join(last, on_last))
+        .where(~sa.exists().where(threads.c.thread_id == lv.c.thread_id))
+    )
+    return sa.union_all(with_row, without_row)
+
+
+def unreachable_heads(conn: Connection) -> list[tuple[str, int]]:
+    """``(thread_id, version)`` of every projection head the events do not reach: no
+    event at the head's version, or one whose hash is not the head's last hash."""
+    head = events.alias("head_event")
+    query = (
+        sa.select(threads.c.thread_id, threads.c.version)
+        .select_from(
+            threads.outerjoin(
+                head,
+                sa.and_(head.c.thread_id == threads.c.thread_id, head.c.version == threads.c.version),
+            )
+        )
+        .where(sa.or_(head.c.position.is_(None), head.c.hash != threads.c.last_hash))
+        .order_by(threads.c.thread_id)
+    )
+    return [(str(t), int(v)) for t, v in conn.execute(query)]

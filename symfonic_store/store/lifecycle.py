@@ -18,6 +18,7 @@ from ..db.statements import interrupt_events, was_minted
 from ..errors import (
     InterruptAlreadyResolvedError,
     InterruptExpiredError,
+    ProjectionMismatchError,
     ResumeNotAllowedError,
     UnknownInterruptError,
 )
@@ -239,7 +240,19 @@ def resume(
             ),
         )
 
-    return _admit_pending(w, rules, interrupt_id, response, actor, where)
+    # Minted, no ending in the log, yet the projection (which holds every open marker,
+    # I5/I6) does not hold it pending: the two disagree -- e.g. its ending was deleted
+    # from the end of the thread. The log can no longer say whether it was answered, so
+    # nothing is applied, and nothing is chained onto a head the events may not reach.
+    return Refusal(
+        ProjectionMismatchError(
+            f"{where} has no ending in the event log, but the projection does not hold it "
+            "pending: the log and the projection disagree (events may have been removed "
+            "from the end of the thread). The answer was not applied and nothing was "
+            "recorded: run `symfonic-store verify`",
+            thread_ids=(thread_id,),
+        )
+    )
 
 
 def node_resume_settled(
