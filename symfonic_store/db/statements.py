@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
-from ..events import ENDINGS, MINTED, ROUTE_DECIDED, NewEvent, StoredEvent
+from ..events import ENDINGS, MINTED, RESUME_REJECTED, ROUTE_DECIDED, NewEvent, StoredEvent
 from ..projection import ThreadState
 from .executor import executor_for
 from .schema import events, threads
@@ -302,6 +302,51 @@ def audit_query(*, thread_id: str | None, actor: str | None) -> sa.Select[Any]:
         query = query.where(mint.c.thread_id == thread_id)
     if actor is not None:
         query = query.where(ending.c.actor == actor)
+    return query
+
+
+def audit_attempts_query(*, thread_id: str | None, actor: str | None) -> sa.Select[Any]:
+    """The refused answers (``interrupt.resume_rejected``) to the interrupts that
+    :func:`audit_query` lists, in one statement: per thread, in version order.
+
+    Columns: ``thread_id``, ``interrupt_id``, ``actor``, ``data``, ``occurred_at``.
+    Refusals of an id never minted on the thread belong to no record and are left out.
+    """
+    rejected = events.alias("rejected")
+    mint = events.alias("mint")
+    query = (
+        sa.select(
+            rejected.c.thread_id,
+            rejected.c.interrupt_id,
+            rejected.c.actor,
+            rejected.c.data,
+            rejected.c.occurred_at,
+        )
+        .select_from(
+            rejected.join(
+                mint,
+                sa.and_(
+                    mint.c.thread_id == rejected.c.thread_id,
+                    mint.c.interrupt_id == rejected.c.interrupt_id,
+                    mint.c.type == MINTED,
+                ),
+            )
+        )
+        .where(rejected.c.type == RESUME_REJECTED)
+        .order_by(rejected.c.thread_id, rejected.c.version)
+    )
+    if thread_id is not None:
+        query = query.where(rejected.c.thread_id == thread_id)
+    if actor is not None:  # the records audit_query keeps: answered or ended by ``actor``
+        ending = events.alias("ending")
+        query = query.where(
+            sa.exists().where(
+                ending.c.thread_id == rejected.c.thread_id,
+                ending.c.interrupt_id == rejected.c.interrupt_id,
+                ending.c.type.in_(ENDINGS),
+                ending.c.actor == actor,
+            )
+        )
     return query
 
 
