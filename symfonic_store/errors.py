@@ -15,6 +15,7 @@ command line) can catch the whole family in one ``except``::
     │   ├── InterruptInProgressError another answer holds the claim (gateway)
     │   └── AnswerNotTakenError      the graph did not take the answer (gateway)
     ├── ConcurrencyConflictError     a racing writer won; retry
+    ├── ProjectionMismatchError      the projection holds what the events no longer say
     ├── SchemaNotMigratedError       the database is behind the migrations
     ├── DatabaseError                the database could not be reached or failed
     └── SweepIncompleteError         a sweep stopped partway; carries what it committed
@@ -112,6 +113,21 @@ class ConcurrencyConflictError(SymfonicStoreError):
     """Another writer appended to the same thread first; the operation may be retried."""
 
 
+class ProjectionMismatchError(SymfonicStoreError):
+    """The projection holds a head, or an answer, that the event log no longer reaches.
+
+    Each projection row is written in the append's transaction (I6), so this means the
+    log was changed behind the store's back -- events removed from the end of a thread,
+    or a last event rewritten -- or the projection was. The store refuses to act on
+    either side's word: ``rebuild_projection()`` would erase the last trace of the
+    removal, and an answer to an interrupt whose ending is gone could be applied twice.
+    """
+
+    def __init__(self, message: str, *, thread_ids: tuple[str, ...]) -> None:
+        self.thread_ids = thread_ids
+        super().__init__(message)
+
+
 class SchemaNotMigratedError(SymfonicStoreError):
     """The database schema is missing or behind the migrations shipped with this version."""
 
@@ -168,6 +184,7 @@ __all__ = [
     "InvalidInputError",
     "InvalidMarkerError",
     "PayloadTooLargeError",
+    "ProjectionMismatchError",
     "ResumeNotAllowedError",
     "SchemaNotMigratedError",
     "SweepIncompleteError",

@@ -26,6 +26,7 @@ AUDIT_NAMES = [
     "actor",
     "response",
     "resolved_at",
+    "attempts",
 ]
 EVENT_COLUMNS = {
     "position",

@@ -24,6 +24,7 @@ from symfonic_store import (
     RESUME_REJECTED,
     RESUMED,
     ROUTE_DECIDED,
+    AsyncInterruptStore,
     InterruptAlreadyResolvedError,
     InterruptExpiredError,
     InterruptStore,
@@ -164,7 +165,7 @@ def test_versions_have_no_gaps_and_positions_increase_after_mixed_operations(
     assert types(store.history("a")) == [
         MINTED, ROUTE_DECIDED, EXPIRED, MINTED, RESUMED, RESUME_REJECTED
     ]
-    assert len(store.history("c")) == 1
+    assert store.history("c") == []  # I10: a refusal does not create a thread
     assert sum(len(store.history(t)) for t in ("a", "b", "c")) == len(everything)
 
 
@@ -437,6 +438,36 @@ def test_resume_of_an_unknown_interrupt_is_refused_and_recorded(store: Interrupt
     assert event.actor == "alice"
     assert event.data == {"response": {"approved": True}, "why": "unknown"}
     assert store.pending("t-1")["interrupt_id"] == "i-1"  # type: ignore[index]
+
+
+def test_a_refused_answer_on_a_thread_with_no_events_writes_nothing(store: InterruptStore) -> None:
+    """An answer on a thread id with no events (a typo) is refused, by the store and the node's path, and creates no thread."""
+    store.mint("t-1", marker("i-1"))
+    before = all_rows(store)
+    with pytest.raises(UnknownInterruptError) as caught:
+        store.resume("t-typo", "i-1", {"approved": True}, actor="alice")
+    assert "t-typo" in str(caught.value)
+    with pytest.raises(UnknownInterruptError):
+        store.admit_node_resume(
+            "t-typo", marker("i-1")["_interrupt_pending"], {"approved": True}, actor="alice"
+        )
+    assert all_rows(store) == before
+    assert store.history("t-typo") == [] and list(store.replay("t-typo")) == []
+    assert store.state("t-typo") == {"_interrupt_pending": None, "run_id": None}
+    # On a thread that exists, the refusal is still part of the record.
+    with pytest.raises(UnknownInterruptError):
+        store.resume("t-1", "i-nope", {"approved": True}, actor="alice")
+    assert rejection(store, "t-1").data["why"] == "unknown"
+
+
+async def test_a_refused_answer_on_a_thread_with_no_events_writes_nothing_async(
+    astore: AsyncInterruptStore,
+) -> None:
+    """The asyncio store refuses an answer on a thread with no events without creating the thread."""
+    with pytest.raises(UnknownInterruptError):
+        await astore.resume("t-typo", "i-1", None, actor="alice")
+    assert await astore.history("t-typo") == []
+    assert await astore.events() == []
 
 
 def test_resume_of_a_resolved_interrupt_by_someone_else_is_refused(store: InterruptStore) -> None:

@@ -9,13 +9,20 @@ from collections.abc import Sequence
 
 import typer
 
-from ..errors import ConcurrencyConflictError, InterruptStateError, SymfonicStoreError
+from ..errors import (
+    ConcurrencyConflictError,
+    InterruptStateError,
+    ProjectionMismatchError,
+    SymfonicStoreError,
+)
 from . import commands  # noqa: F401 - registers the commands on the app
 from .app import PROG, Problem, Session, _ClickError, app
 
 
 def _exit_code(exc: BaseException) -> int:
-    if isinstance(exc, Problem | InterruptStateError | ConcurrencyConflictError):
+    if isinstance(
+        exc, Problem | InterruptStateError | ConcurrencyConflictError | ProjectionMismatchError
+    ):
         return 1
     if isinstance(exc, SymfonicStoreError):
         return 2

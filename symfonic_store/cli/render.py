@@ -104,13 +104,13 @@ def audit_table(records: Sequence[AuditRecord]) -> None:
         return
     rows = [
         (r.minted_at, r.thread_id, r.interrupt_id, r.name, r.outcome, r.reason, r.actor,
-         r.response, r.resolved_at, r.payload)
+         r.response, r.resolved_at, len(r.attempts), r.payload)
         for r in records
     ]
     table(
         f"audit: {len(records)} interrupt(s)",
         ("minted", "thread", "interrupt", "name", "outcome", "reason", "actor", "response",
-         "resolved", "payload"),
+         "resolved", "attempts", "payload"),
         rows,
         wide=("response", "payload"),
     )

@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
-from ..events import ENDINGS, MINTED, ROUTE_DECIDED, NewEvent, StoredEvent
+from ..events import ENDINGS, MINTED, RESUME_REJECTED, ROUTE_DECIDED, NewEvent, StoredEvent
 from ..projection import ThreadState
 from .executor import executor_for
 from .schema import claims, events, open_interrupts, threads, wakeups
@@ -419,6 +419,51 @@ def audit_query(*, thread_id: str | None, actor: str | None) -> sa.Select[Any]:
     return query
 
 
+def audit_attempts_query(*, thread_id: str | None, actor: str | None) -> sa.Select[Any]:
+    """The refused answers (``interrupt.resume_rejected``) to the interrupts that
+    :func:`audit_query` lists, in one statement: per thread, in version order.
+
+    Columns: ``thread_id``, ``interrupt_id``, ``actor``, ``data``, ``occurred_at``.
+    Refusals of an id never minted on the thread belong to no record and are left out.
+    """
+    rejected = events.alias("rejected")
+    mint = events.alias("mint")
+    query = (
+        sa.select(
+            rejected.c.thread_id,
+            rejected.c.interrupt_id,
+            rejected.c.actor,
+            rejected.c.data,
+            rejected.c.occurred_at,
+        )
+        .select_from(
+            rejected.join(
+                mint,
+                sa.and_(
+                    mint.c.thread_id == rejected.c.thread_id,
+                    mint.c.interrupt_id == rejected.c.interrupt_id,
+                    mint.c.type == MINTED,
+                ),
+            )
+        )
+        .where(rejected.c.type == RESUME_REJECTED)
+        .order_by(rejected.c.thread_id, rejected.c.version)
+    )
+    if thread_id is not None:
+        query = query.where(rejected.c.thread_id == thread_id)
+    if actor is not None:  # the records audit_query keeps: answered or ended by ``actor``
+        ending = events.alias("ending")
+        query = query.where(
+            sa.exists().where(
+                ending.c.thread_id == rejected.c.thread_id,
+                ending.c.interrupt_id == rejected.c.interrupt_id,
+                ending.c.type.in_(ENDINGS),
+                ending.c.actor == actor,
+            )
+        )
+    return query
+
+
 def projection_rows_query() -> sa.Select[Any]:
     """Per thread, in one set-based pass: what the fold of its events leaves behind.
 
@@ -576,3 +621,64 @@ def read_open_interrupts(
     names = [c.key for c in OPEN_COLUMNS]
     query = open_interrupts_query(since_before=since_before, limit=limit)
     return [dict(zip(names, r, strict=True)) for r in conn.execute(query)]
+
+
+def projection_heads_query(thread_id: str | None = None) -> sa.CompoundSelect[Any]:
+    """Each thread's projection head beside its last event, in ONE statement.
+
+    Columns: ``thread_id``, the projection's ``version`` and ``last_hash`` (NULL without
+    a row), the last event's ``version``, ``hash`` and ``position`` (NULL without
+    events). One statement reads one snapshot, so an append committing meanwhile (it
+    writes its event and the projection row together) can never look like a mismatch.
+    """
+    last_versions = sa.select(
+        events.c.thread_id.label("thread_id"), sa.func.max(events.c.version).label("version")
+    ).group_by(events.c.thread_id)
+    if thread_id is not None:
+        last_versions = last_versions.where(events.c.thread_id == thread_id)
+    lv = last_versions.cte("last_versions")
+    last = events.alias("last_event")
+    on_last = sa.and_(last.c.thread_id == lv.c.thread_id, last.c.version == lv.c.version)
+    with_row = sa.select(
+        threads.c.thread_id,
+        threads.c.version,
+        threads.c.last_hash,
+        last.c.version,
+        last.c.hash,
+        last.c.position,
+    ).select_from(
+        threads.outerjoin(lv, lv.c.thread_id == threads.c.thread_id).outerjoin(last, on_last)
+    )
+    if thread_id is not None:
+        with_row = with_row.where(threads.c.thread_id == thread_id)
+    without_row = (
+        sa.select(
+            lv.c.thread_id,
+            sa.cast(sa.null(), sa.Integer()),
+            sa.cast(sa.null(), sa.String(64)),
+            last.c.version,
+            last.c.hash,
+            last.c.position,
+        )
+        .select_from(lv.join(last, on_last))
+        .where(~sa.exists().where(threads.c.thread_id == lv.c.thread_id))
+    )
+    return sa.union_all(with_row, without_row)
+
+
+def unreachable_heads(conn: Connection) -> list[tuple[str, int]]:
+    """``(thread_id, version)`` of every projection head the events do not reach: no
+    event at the head's version, or one whose hash is not the head's last hash."""
+    head = events.alias("head_event")
+    query = (
+        sa.select(threads.c.thread_id, threads.c.version)
+        .select_from(
+            threads.outerjoin(
+                head,
+                sa.and_(head.c.thread_id == threads.c.thread_id, head.c.version == threads.c.version),
+            )
+        )
+        .where(sa.or_(head.c.position.is_(None), head.c.hash != threads.c.last_hash))
+        .order_by(threads.c.thread_id)
+    )
+    return [(str(t), int(v)) for t, v in conn.execute(query)]

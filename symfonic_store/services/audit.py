@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from ..db.statements import audit_query
+from ..db.statements import audit_attempts_query, audit_query
 from ..events import RESUMED
 
 AUDIT_FIELDS = (
@@ -23,6 +23,7 @@ AUDIT_FIELDS = (
     "actor",
     "response",
     "resolved_at",
+    "attempts",
 )
 
 
@@ -42,6 +43,10 @@ class AuditRecord:
     """Who resumed it (or who cancelled it); None for a sweep or router expiry."""
     response: dict[str, Any] | None
     resolved_at: datetime | None
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    """The refused answers (``interrupt.resume_rejected``), in the order they happened:
+    ``{"actor", "why", "error", "at"}``, ``error`` None unless the refusal names one,
+    ``at`` a timezone-aware UTC datetime."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: datetimes as ISO 8601 UTC."""
@@ -56,6 +61,7 @@ class AuditRecord:
             "actor": self.actor,
             "response": self.response,
             "resolved_at": None if self.resolved_at is None else self.resolved_at.isoformat(),
+            "attempts": [{**a, "at": a["at"].isoformat()} for a in self.attempts],
         }
 
     def as_csv_row(self) -> list[str]:
@@ -89,6 +95,15 @@ def audit(
     since: datetime | None,
     until: datetime | None,
 ) -> list[AuditRecord]:
+    # One more statement for every record's refused answers, grouped here: a query per
+    # record would cost a round trip per interrupt (bench/audit.py: 10,000 of them).
+    attempts: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for t_id, i_id, a_actor, a_data, a_at in conn.execute(
+        audit_attempts_query(thread_id=thread_id, actor=actor)
+    ):
+        attempts.setdefault((t_id, i_id), []).append(
+            {"actor": a_actor, "why": a_data.get("why"), "error": a_data.get("error"), "at": a_at}
+        )
     records: list[tuple[datetime, int, AuditRecord]] = []
     for row in conn.execute(audit_query(thread_id=thread_id, actor=actor)):
         (position, t_id, i_id, marker, recorded, end_type, end_actor, end_data, end_at) = row
@@ -114,6 +129,7 @@ def audit(
             actor=end_actor,
             response=response,
             resolved_at=end_at,
+            attempts=attempts.get((t_id, i_id), []),
         )
         records.append((minted_at, position, record))
     records.sort(key=lambda item: (item[0], item[1]))

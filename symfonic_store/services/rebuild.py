@@ -6,7 +6,13 @@ from collections.abc import Callable
 
 from sqlalchemy.engine import Connection
 
-from ..db.statements import delete_all_threads, insert_threads, projection_rows_query
+from ..db.statements import (
+    delete_all_threads,
+    insert_threads,
+    projection_rows_query,
+    unreachable_heads,
+)
+from ..errors import ProjectionMismatchError
 from ..projection import ThreadState, marker_from_data
 
 _BATCH = 2000
@@ -15,8 +21,36 @@ Progress = Callable[[int], None]
 """Called with the number of events folded so far."""
 
 
-def rebuild(conn: Connection, *, progress: Progress | None = None) -> int:
+_NAMED = 3
+
+
+def refuse_unreachable_heads(conn: Connection) -> None:
+    """Raise :class:`ProjectionMismatchError` when a projection head is not in the events.
+
+    Such a head is the last trace of events removed from the end of a thread (or of a
+    rewritten last event); a rebuild would replace it by the fold of what is left.
+    """
+    unreachable = unreachable_heads(conn)
+    if not unreachable:
+        return
+    named = ", ".join(f"{t!r} at version {v}" for t, v in unreachable[:_NAMED])
+    more = f" and {len(unreachable) - _NAMED} more" if len(unreachable) > _NAMED else ""
+    raise ProjectionMismatchError(
+        f"refusing to rebuild: the projection holds the head of {len(unreachable)} thread(s) "
+        f"that the events no longer reach ({named}{more}): events were removed or rewritten "
+        "behind the store's back, and a rebuild would erase the last trace of it. Run "
+        "`symfonic-store verify` to see what is wrong and restore the events from a backup; "
+        "to rebuild from the events as they are, run `symfonic-store projection rebuild "
+        "--force` (rebuild_projection(force=True))",
+        thread_ids=tuple(t for t, _ in unreachable),
+    )
+
+
+def rebuild(conn: Connection, *, progress: Progress | None = None, force: bool = False) -> int:
     """Replace every projection row by the fold of the thread's events; returns events folded.
+
+    Unless ``force``, first refuses (:func:`refuse_unreachable_heads`) when a projection
+    head is one the events no longer reach.
 
     The fold is done set-wise by the database (:func:`projection_rows_query`: the last
     hash, the latest run id and the still-open mint of each thread), which gives the
@@ -24,6 +58,8 @@ def rebuild(conn: Connection, *, progress: Progress | None = None) -> int:
     streaming every event through Python; only the pending markers are decoded. Rows
     are streamed, so memory holds one batch of them at a time.
     """
+    if not force:
+        refuse_unreachable_heads(conn)
     delete_all_threads(conn)
     folded = 0
     batch: list[ThreadState] = []

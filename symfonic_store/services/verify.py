@@ -1,32 +1,78 @@
-"""Verify the hash chains: every event's hash covers its content and the previous link."""
+"""Verify the evidence: every hash chain, and every thread's projection head against it.
+
+The hash chain shows an event changed or removed *inside* a thread: each event's hash
+covers its content and the previous link. It cannot show events removed from the *end*
+of a thread (what is left is still a valid chain). The projection row of each thread
+keeps the head it last wrote -- ``version`` and ``last_hash`` -- in the same transaction
+as the event (I6), so a head the events no longer reach is that removal's trace.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from sqlalchemy.engine import Connection
+
+from ..db.statements import all_events_by_thread_query, projection_heads_query, stream_events
 from ..events import GENESIS_HASH, StoredEvent, stored_hash_is_valid
+
+CHAIN = "chain"
+"""A link of a thread's hash chain does not hold (a version gap or a bad hash)."""
+HEAD = "head"
+"""A thread's projection head (version, last hash) does not match its last event."""
+NO_EVENTS = "no_events"
+"""``verify(thread_id=T)`` of a thread that has no events and no projection head."""
 
 
 @dataclass(frozen=True, slots=True)
 class BrokenLink:
-    """The first event of a thread whose chain does not hold."""
+    """The first problem found on a thread: where it is and what is wrong.
+
+    ``version`` is the chain's broken event (``kind == "chain"``) or the projection's
+    head version (``"head"``); ``position`` the event at fault, or for a head the
+    thread's last event (None when there is none).
+    """
 
     thread_id: str
-    version: int
-    position: int
+    version: int | None
+    position: int | None
     problem: str
+    kind: str = CHAIN
 
     def __str__(self) -> str:
-        return (
-            f"thread {self.thread_id!r}: chain broken at version {self.version} "
-            f"(position {self.position}): {self.problem}"
-        )
+        if self.kind == CHAIN:
+            return (
+                f"thread {self.thread_id!r}: chain broken at version {self.version} "
+                f"(position {self.position}): {self.problem}"
+            )
+        if self.kind == HEAD:
+            last = "" if self.position is None else f" (last event at position {self.position})"
+            return (
+                f"thread {self.thread_id!r}: projection head at version {self.version} "
+                f"does not match the events{last}: {self.problem}"
+            )
+        return f"thread {self.thread_id!r}: {self.problem}"
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """A thread's projection head beside its last event, read in one statement."""
+
+    thread_id: str
+    version: int | None
+    """The projection row's version; None when the thread has no projection row."""
+    last_hash: str | None
+    event_version: int | None
+    """The thread's last event; None (with its hash and position) when it has none."""
+    event_hash: str | None
+    event_position: int | None
 
 
 @dataclass(slots=True)
 class VerifyReport:
-    """``ok`` when every chain holds; ``broken`` names the first bad link per thread."""
+    """``ok`` when every chain holds and every projection head matches its last event;
+    ``broken`` names the first problem per thread."""
 
     threads_checked: int = 0
     events_checked: int = 0
@@ -42,13 +88,17 @@ class VerifyReport:
     def __str__(self) -> str:
         head = (
             f"verified {self.events_checked} event(s) on {self.threads_checked} thread(s): "
-            + ("all hash chains hold" if self.ok else f"{len(self.broken)} broken chain(s)")
+            + (
+                "all hash chains hold and every projection head matches its last event"
+                if self.ok
+                else f"{len(self.broken)} thread(s) with a problem"
+            )
         )
         return "\n".join([head, *(str(b) for b in self.broken)])
 
 
 def verify_events(events: Iterable[StoredEvent]) -> VerifyReport:
-    """Check events given in (thread_id, version) order."""
+    """Check the hash chains of events given in (thread_id, version) order."""
     report = VerifyReport()
     thread: str | None = None
     expected_version = 1
@@ -73,3 +123,74 @@ def verify_events(events: Iterable[StoredEvent]) -> VerifyReport:
         expected_version += 1
         prev_hash = event.hash
     return report
+
+
+def head_problem(head: Head) -> BrokenLink | None:
+    """What is wrong with a thread's projection head, or None when it is its last event."""
+    pv, ev = head.version, head.event_version
+    if pv is None and ev is None:
+        return None
+    if ev is None:
+        problem = (
+            f"the projection holds a head at version {pv} but the thread has no events: "
+            "they were removed"
+        )
+    elif pv is None:
+        return BrokenLink(
+            head.thread_id, ev, head.event_position,
+            f"the thread has events up to version {ev} but no projection row: the projection "
+            "was altered (`symfonic-store projection rebuild` restores it from the events)",
+            HEAD,
+        )
+    elif pv > ev:
+        problem = (
+            f"the projection's head is version {pv}, but the last event is version {ev}: "
+            f"the events after version {ev} were removed (or the projection was altered)"
+        )
+    elif pv < ev:
+        problem = (
+            f"the projection's head is version {pv}, but the events go on to version {ev}: "
+            "events were added behind the store's back, or the projection was rolled back"
+        )
+    elif head.last_hash != head.event_hash:
+        problem = (
+            f"the projection's last hash is not the hash of the last event (version {ev}): "
+            "the last event was rewritten (or the projection was altered)"
+        )
+    else:
+        return None
+    return BrokenLink(head.thread_id, pv, head.event_position, problem, HEAD)
+
+
+def check_heads(report: VerifyReport, heads: Iterable[Head], *, thread_id: str | None) -> VerifyReport:
+    """Add the head problems of threads whose chains hold (a broken chain is the first
+    problem already); ``thread_id`` given and found nowhere is a problem too."""
+    chain_broken = {b.thread_id for b in report.broken}
+    seen = False
+    for head in heads:
+        seen = True
+        if head.event_version is None:
+            report.threads_checked += 1  # a projection row the event stream did not count
+        if head.thread_id in chain_broken:
+            continue
+        link = head_problem(head)
+        if link is not None:
+            report.broken.append(link)
+    if thread_id is not None and not seen:
+        report.broken.append(
+            BrokenLink(
+                thread_id, None, None,
+                "the thread has no events and no projection head: nothing to verify; "
+                "check the thread id (`symfonic-store pending` lists what is waiting)",
+                NO_EVENTS,
+            )
+        )
+    report.broken.sort(key=lambda b: b.thread_id)
+    return report
+
+
+def verify(conn: Connection, *, thread_id: str | None) -> VerifyReport:
+    """The chains (one streamed pass over the events), then the heads (one statement)."""
+    report = verify_events(stream_events(conn, all_events_by_thread_query(thread_id)))
+    heads = (Head(*row) for row in conn.execute(projection_heads_query(thread_id)))
+    return check_heads(report, heads, thread_id=thread_id)

@@ -18,10 +18,13 @@ from ..db.statements import interrupt_events, was_minted
 from ..errors import (
     InterruptAlreadyResolvedError,
     InterruptExpiredError,
+    InvalidInputError,
+    ProjectionMismatchError,
     ResumeNotAllowedError,
     UnknownInterruptError,
 )
 from ..events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED, ROUTE_DECIDED, StoredEvent
+from ..projection import is_native_mint
 from ..protocol import PENDING_KEY, expired_resume_value, stale_reason
 
 ApproverPolicy = Callable[[str, dict[str, Any], str | None], bool]
@@ -195,6 +198,17 @@ def resume(
     ending = next((e for e in history if e.type != MINTED), None)
 
     if minted is None:
+        if not w.existed:
+            # No projection row means no events (I6): a mistyped thread id. Recording
+            # the refusal would create the thread out of nothing (I10): refuse only.
+            return Refusal(
+                UnknownInterruptError(
+                    f"{where} is unknown: thread {thread_id!r} has no events at all; check "
+                    "the thread id (`symfonic-store pending` lists what is waiting); "
+                    "nothing was recorded",
+                    thread_id=thread_id, interrupt_id=interrupt_id,
+                )
+            )
         return _refuse(
             w, interrupt_id, response, actor, "unknown",
             UnknownInterruptError(
@@ -228,7 +242,27 @@ def resume(
             ),
         )
 
-    return _admit_pending(w, rules, interrupt_id, response, actor, where)
+    if is_native_mint(minted.data):
+        # LangGraph's own interrupt: admitting it here would record an answer before
+        # LangGraph consumed it. The gateway admits it in two phases.
+        raise InvalidInputError(
+            "interrupt_id",
+            f"{where} is a LangGraph interrupt, not a seed marker: answer it with "
+            "InterruptGateway(graph, store).answer(...) (or `resume ... --graph MODULE:ATTR`)",
+        )
+    # Minted, no ending in the log, yet the projection (which holds every open marker,
+    # I5/I6) does not hold it pending: the two disagree -- e.g. its ending was deleted
+    # from the end of the thread. The log can no longer say whether it was answered, so
+    # nothing is applied, and nothing is chained onto a head the events may not reach.
+    return Refusal(
+        ProjectionMismatchError(
+            f"{where} has no ending in the event log, but the projection does not hold it "
+            "pending: the log and the projection disagree (events may have been removed "
+            "from the end of the thread). The answer was not applied and nothing was "
+            "recorded: run `symfonic-store verify`",
+            thread_ids=(thread_id,),
+        )
+    )
 
 
 def node_resume_settled(

@@ -33,7 +33,6 @@ from sqlalchemy.engine import Connection
 
 from .. import validation
 from ..db.statements import (
-    all_events_by_thread_query,
     claim_rows,
     events_after_query,
     load_thread,
@@ -41,7 +40,6 @@ from ..db.statements import (
     pending_threads,
     read_open_interrupts,
     read_page,
-    stream_events,
     thread_events_query,
 )
 from ..errors import InvalidInputError, SweepIncompleteError, SymfonicStoreError
@@ -62,7 +60,7 @@ from ..services.sweep import (
     settle_wakeup,
     sweep_batch,
 )
-from ..services.verify import VerifyReport, verify_events
+from ..services.verify import VerifyReport, verify
 from . import admission, lifecycle
 from .lifecycle import ApproverPolicy, Rules, payload_approvers
 
@@ -383,6 +381,8 @@ class Operations:
             InterruptAlreadyResolvedError: someone else (or another answer) got there first.
             InterruptExpiredError: it is expired, or stale by TTL/run_id (now recorded).
             ResumeNotAllowedError: the approvers policy refuses ``actor``.
+            ProjectionMismatchError: the log shows no ending but the projection does not
+                hold the interrupt pending (its ending was removed?); nothing recorded.
             InvalidInputError: bad ids, or a response that is not JSON.
         """
         t = validation.required_id(thread_id, "thread_id")
@@ -655,9 +655,23 @@ class Operations:
             raise failed from None
         return report
 
-    def rebuild_projection(self, *, progress: Progress | None = None) -> Plan[int]:
-        """Rebuild the projection from the events; returns the number of events folded."""
-        folded: int = yield Op(partial(rebuild, progress=progress), write=True)
+    def rebuild_projection(
+        self, *, progress: Progress | None = None, force: bool = False
+    ) -> Plan[int]:
+        """Rebuild the projection from the events; returns the number of events folded.
+
+        ``progress(folded)`` is called as batches are written. A projection head that
+        the events no longer reach (a thread's last events removed, or its last event
+        rewritten) is the only trace of that change, so the rebuild refuses to erase it
+        unless ``force`` is True.
+
+        Raises:
+            ProjectionMismatchError: such a head exists and ``force`` is False; nothing
+                was changed (``verify()`` names the threads).
+        """
+        if not isinstance(force, bool):
+            raise InvalidInputError("force", "must be True or False")
+        folded: int = yield Op(partial(rebuild, progress=progress, force=force), write=True)
         return folded
 
     # --- reads ----------------------------------------------------------------
@@ -818,12 +832,14 @@ class Operations:
         return records
 
     def verify(self, thread_id: str | None = None) -> Plan[VerifyReport]:
-        """Check the hash chains; the report names the first broken link per thread."""
+        """Check the hash chains, and each thread's projection head against its last event.
+
+        The report names the first problem per thread: a broken link of its chain, or a
+        projection head its events no longer reach (events removed from the end of the
+        thread). With ``thread_id``, a thread that has no events is a problem too.
+        """
         t = validation.text_id(thread_id, "thread_id", optional=True)
-        report: VerifyReport = yield Op(
-            lambda conn: verify_events(stream_events(conn, all_events_by_thread_query(t))),
-            write=False,
-        )
+        report: VerifyReport = yield Op(partial(verify, thread_id=t), write=False)
         return report
 
 

@@ -109,26 +109,36 @@ def verify(
     ctx: typer.Context,
     thread: Annotated[str | None, typer.Option("--thread", metavar="T", help="Only this thread.")] = None,
 ) -> None:
-    """Check the tamper-evidence hash chains; exit 1 when one is broken."""
+    """Check the hash chains and each thread's projection head; exit 1 on a problem."""
     with get_session(ctx).store() as store:
         report = store.verify(thread)
     say(str(report))
     if not report.ok:
-        first = report.broken[0]
-        raise Problem(
-            f"{len(report.broken)} broken hash chain(s); first: thread {first.thread_id!r} "
-            f"at version {first.version}, position {first.position}"
-        )
+        raise Problem(f"{len(report.broken)} thread(s) fail verification; first: {report.broken[0]}")
 
 
 # --- projection ---------------------------------------------------------------------
 
 
 @projection_app.command("rebuild")
-def projection_rebuild(ctx: typer.Context) -> None:
-    """Rebuild the projection from the event log (a progress bar on a terminal)."""
+def projection_rebuild(
+    ctx: typer.Context,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Rebuild even over projection heads the events no longer reach "
+            "(events removed from the end of a thread): accept the log as it is.",
+        ),
+    ] = False,
+) -> None:
+    """Rebuild the projection from the event log (a progress bar on a terminal).
+
+    Refuses (exit 1) when the projection holds a head the events no longer reach,
+    unless --force.
+    """
     with get_session(ctx).store() as store, progress_bar("folding events") as progress:
-        folded = store.rebuild_projection(progress=progress)
+        folded = store.rebuild_projection(progress=progress, force=force)
     say(f"rebuilt the projection from {folded} event(s)")
 
 
