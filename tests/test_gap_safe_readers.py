@@ -29,8 +29,8 @@ from symfonic_store import (
     new_interrupt_id,
 )
 from symfonic_store import append as append_module
-from symfonic_store.store import lifecycle
 from symfonic_store.db.schema import events as events_table
+from symfonic_store.store import lifecycle
 
 WAIT = 30.0
 """Upper bound for a join or a wait on a real event; never a delay."""
