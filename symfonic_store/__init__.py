@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import (
     ConcurrencyConflictError,
+    ConstraintViolationError,
     DatabaseError,
     InterruptAlreadyResolvedError,
     InterruptExpiredError,
@@ -104,6 +105,7 @@ __all__ = [
     "VerifyReport",
     "INTERRUPT_ACK_SENTINEL",
     "ConcurrencyConflictError",
+    "ConstraintViolationError",
     "DatabaseError",
     "InterruptAlreadyResolvedError",
     "InterruptExpiredError",

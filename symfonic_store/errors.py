@@ -13,11 +13,14 @@ command line) can catch the whole family in one ``except``::
     │   ├── InterruptExpiredError    it is (or just became) expired
     │   └── ResumeNotAllowedError    the approvers policy refuses this actor
     ├── ConcurrencyConflictError     a racing writer won; retry
-    ├── SchemaNotMigratedError       the database is behind the migrations
+    ├── SchemaNotMigratedError       the schema is missing or behind the migrations
     └── DatabaseError                the database could not be reached or failed
+        └── ConstraintViolationError it refused a write (trigger, NOT NULL, CHECK):
+                                     not a race, so never retried
 
 Messages always say what to do next. Driver exceptions are translated into this tree in
-exactly one place (:func:`symfonic_store.persistence.translate_errors`).
+exactly one place (:func:`symfonic_store.db.translate.translate_errors`), by error code
+(SQLSTATE, SQLite's extended result codes, constraint names), never by message text.
 """
 
 from __future__ import annotations
@@ -87,8 +90,25 @@ class DatabaseError(SymfonicStoreError):
     """The database could not be reached, or failed in a way the store cannot fix."""
 
 
+class ConstraintViolationError(DatabaseError):
+    """The database refused a write by one of its rules, and not because a writer raced.
+
+    A trigger (the event table is append-only), a NOT NULL, CHECK or foreign key
+    constraint, or a unique index that is not one of the store's concurrency guards.
+    Retrying cannot help, so the store does not; the transaction was rolled back.
+    ``code`` is the SQLSTATE (PostgreSQL) or the extended result code name (SQLite);
+    ``constraint`` the constraint's name when the database reports it.
+    """
+
+    def __init__(self, message: str, *, code: str | None, constraint: str | None = None) -> None:
+        self.code = code
+        self.constraint = constraint
+        super().__init__(message)
+
+
 __all__ = [
     "ConcurrencyConflictError",
+    "ConstraintViolationError",
     "DatabaseError",
     "InterruptAlreadyResolvedError",
     "InterruptExpiredError",

@@ -31,6 +31,7 @@ from symfonic_store import (
     InterruptStore,
     SymfonicStoreError,
 )
+from symfonic_store.db.translate import ScrubbedDriverError
 
 TTL = 60.0
 THREADS = 5
@@ -50,10 +51,11 @@ def stale_marker(n: int) -> dict[str, Any]:
 
 
 def assert_store_error_only(error: BaseException) -> None:
-    """The error is the store's own, says what to do, and does not re-raise the driver's."""
+    """The error is the store's own and says what to do; the driver's is its cause (for
+    ``--traceback``), never raised itself."""
     assert isinstance(error, DatabaseError)
     assert not isinstance(error, sa.exc.SQLAlchemyError)
-    assert error.__cause__ is None and error.__suppress_context__
+    assert isinstance(error.__cause__, sa.exc.DBAPIError | ScrubbedDriverError)
     assert "retry" in str(error)
 
 
