@@ -22,6 +22,7 @@ from .errors import (
     PayloadTooLargeError,
     ResumeNotAllowedError,
     SchemaNotMigratedError,
+    SchemaTooNewError,
     SymfonicStoreError,
     UnknownInterruptError,
 )
@@ -117,6 +118,7 @@ __all__ = [
     "PayloadTooLargeError",
     "ResumeNotAllowedError",
     "SchemaNotMigratedError",
+    "SchemaTooNewError",
     "SymfonicStoreError",
     "UnknownInterruptError",
     "__version__",

@@ -14,6 +14,7 @@ command line) can catch the whole family in one ``except``::
     │   └── ResumeNotAllowedError    the approvers policy refuses this actor
     ├── ConcurrencyConflictError     a racing writer won; retry
     ├── SchemaNotMigratedError       the schema is missing or behind the migrations
+    │   └── SchemaTooNewError        a newer release migrated it: upgrade the package
     └── DatabaseError                the database could not be reached or failed
         └── ConstraintViolationError it refused a write (trigger, NOT NULL, CHECK):
                                      not a race, so never retried
@@ -83,7 +84,26 @@ class ConcurrencyConflictError(SymfonicStoreError):
 
 
 class SchemaNotMigratedError(SymfonicStoreError):
-    """The database schema is missing or behind the migrations shipped with this version."""
+    """The database schema does not match this release: missing, behind, or (the subclass
+    :class:`SchemaTooNewError`) ahead of the migrations shipped with it."""
+
+
+class SchemaTooNewError(SchemaNotMigratedError):
+    """A newer release of symfonic-store migrated the database past this release's head.
+
+    A subclass of :class:`SchemaNotMigratedError` because it is the same fact seen from
+    the other side -- the schema and this code do not match, so the store will not run
+    on it -- and code that already stops on a schema mismatch should stop here too. The
+    remedy differs: upgrade the package, not the database.
+    """
+
+    def __init__(self, current: str, head: str) -> None:
+        self.current = current
+        self.head = head
+        super().__init__(
+            f"the database is at revision {current}, newer than this release's head "
+            f"{head}: upgrade symfonic-store"
+        )
 
 
 class DatabaseError(SymfonicStoreError):
@@ -118,6 +138,7 @@ __all__ = [
     "PayloadTooLargeError",
     "ResumeNotAllowedError",
     "SchemaNotMigratedError",
+    "SchemaTooNewError",
     "SymfonicStoreError",
     "UnknownInterruptError",
 ]
