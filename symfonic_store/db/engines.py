@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, Engine
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..errors import InvalidInputError
 from .urls import _prepare_sqlite_path, async_url, scrub, sync_url
+
+if TYPE_CHECKING:
+    # Imported by create_asyncio_engine when called: it loads the ORM and asyncio.
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 SQLITE_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 _SYNCHRONOUS_PRAGMA = {mode: "PRAGMA synchronous=" + mode for mode in SQLITE_SYNCHRONOUS}
@@ -81,7 +84,7 @@ def _check_sqlite_options(synchronous: str, busy_timeout: float) -> tuple[str, i
     return mode, int(busy_timeout * 1000)
 
 
-E = TypeVar("E", Engine, AsyncEngine)
+E = TypeVar("E", "Engine", "AsyncEngine")
 
 
 def _engine_for(url: URL, factory: Callable[[URL], E]) -> E:
@@ -123,6 +126,8 @@ def create_asyncio_engine(
     busy_timeout: float = 5.0,
 ) -> AsyncEngine:
     """An engine for :class:`~symfonic_store.AsyncInterruptStore`."""
+    from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
     mode, timeout_ms = _check_sqlite_options(sqlite_synchronous, busy_timeout)
     if isinstance(url_or_engine, AsyncEngine):
         engine = url_or_engine

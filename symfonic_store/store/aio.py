@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator
-from typing import Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, overload
 
 from sqlalchemy.engine import URL
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .. import validation
 from ..db.engines import create_asyncio_engine
@@ -21,6 +20,11 @@ from ..db.urls import safe_url
 from . import execute
 from .lifecycle import ApproverPolicy
 from .ops import Call, Emit, Op, Operations, Plan, PlanFn, Step, advance, copy_face, start
+
+if TYPE_CHECKING:
+    # sqlalchemy.ext.asyncio loads the ORM and asyncio (~0.1 s of CPU): imported where an
+    # async store is made, so `import symfonic_store` and the CLI do not pay for it.
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -104,6 +108,8 @@ class AsyncInterruptStore:
         self._ops = Operations(
             ttl_seconds=ttl_seconds, approvers=approvers, max_payload_bytes=max_payload_bytes
         )
+        from sqlalchemy.ext.asyncio import AsyncEngine
+
         self._owns_engine = not isinstance(url_or_engine, AsyncEngine)
         self._engine = create_asyncio_engine(
             url_or_engine, sqlite_synchronous=sqlite_synchronous, busy_timeout=busy_timeout
