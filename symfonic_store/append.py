@@ -5,7 +5,9 @@ Concurrency is kept by the database. On SQLite a write transaction starts with
 ``BEGIN IMMEDIATE`` (one writer at a time). On PostgreSQL the thread's projection row is
 locked ``FOR UPDATE`` and positions are allocated under a transaction-scoped advisory
 lock, so events commit in position order. In both, the unique ``(thread_id, version)``
-key turns any lost race into an integrity error, which :func:`run_write` retries.
+key turns any lost race into an integrity error, which :func:`run_write` retries. Only
+those: an integrity error that is not a lost race (a trigger, NOT NULL) is the database
+refusing the write, and fails at once (see :mod:`symfonic_store.db.translate`).
 """
 
 from __future__ import annotations
@@ -139,11 +141,10 @@ def run_write(conn: Connection, work: Callable[[Connection], T]) -> T:
     conn.execution_options(symfonic_write=True)
     for attempt in range(WRITE_ATTEMPTS):
         try:
-            with translate_errors(), conn.begin() as transaction:
+            with translate_errors() as phase, conn.begin():
                 outcome = work(conn)
-                # Translated apart: an error here may come after the server committed.
-                with translate_errors(at_commit=True):
-                    transaction.commit()
+                # From here the COMMIT runs: a connection lost now may have committed.
+                phase.committing = True
         except ConcurrencyConflictError:
             if attempt == WRITE_ATTEMPTS - 1:
                 raise

@@ -16,12 +16,16 @@ command line) can catch the whole family in one ``except``::
     │   └── AnswerNotTakenError      the graph did not take the answer (gateway)
     ├── ConcurrencyConflictError     a racing writer won; retry
     ├── ProjectionMismatchError      the projection holds what the events no longer say
-    ├── SchemaNotMigratedError       the database is behind the migrations
+    ├── SchemaNotMigratedError       the schema is missing or behind the migrations
+    │   └── SchemaTooNewError        a newer release migrated it: upgrade the package
     ├── DatabaseError                the database could not be reached or failed
+    │   └── ConstraintViolationError it refused a write (trigger, NOT NULL, CHECK):
+    │                                not a race, so never retried
     └── SweepIncompleteError         a sweep stopped partway; carries what it committed
 
 Messages always say what to do next. Driver exceptions are translated into this tree in
-exactly one place (:func:`symfonic_store.db.translate.translate_errors`).
+exactly one place (:func:`symfonic_store.db.translate.translate_errors`), by error code
+(SQLSTATE, SQLite's extended result codes, constraint names), never by message text.
 """
 
 from __future__ import annotations
@@ -129,7 +133,26 @@ class ProjectionMismatchError(SymfonicStoreError):
 
 
 class SchemaNotMigratedError(SymfonicStoreError):
-    """The database schema is missing or behind the migrations shipped with this version."""
+    """The database schema does not match this release: missing, behind, or (the subclass
+    :class:`SchemaTooNewError`) ahead of the migrations shipped with it."""
+
+
+class SchemaTooNewError(SchemaNotMigratedError):
+    """A newer release of symfonic-store migrated the database past this release's head.
+
+    A subclass of :class:`SchemaNotMigratedError` because it is the same fact seen from
+    the other side -- the schema and this code do not match, so the store will not run
+    on it -- and code that already stops on a schema mismatch should stop here too. The
+    remedy differs: upgrade the package, not the database.
+    """
+
+    def __init__(self, current: str, head: str) -> None:
+        self.current = current
+        self.head = head
+        super().__init__(
+            f"the database is at revision {current}, newer than this release's head "
+            f"{head}: upgrade symfonic-store"
+        )
 
 
 class DatabaseError(SymfonicStoreError):
@@ -173,9 +196,26 @@ class SweepIncompleteError(SymfonicStoreError):
         )
 
 
+class ConstraintViolationError(DatabaseError):
+    """The database refused a write by one of its rules, and not because a writer raced.
+
+    A trigger (the event table is append-only), a NOT NULL, CHECK or foreign key
+    constraint, or a unique index that is not one of the store's concurrency guards.
+    Retrying cannot help, so the store does not; the transaction was rolled back.
+    ``code`` is the SQLSTATE (PostgreSQL) or the extended result code name (SQLite);
+    ``constraint`` the constraint's name when the database reports it.
+    """
+
+    def __init__(self, message: str, *, code: str | None, constraint: str | None = None) -> None:
+        self.code = code
+        self.constraint = constraint
+        super().__init__(message)
+
+
 __all__ = [
     "AnswerNotTakenError",
     "ConcurrencyConflictError",
+    "ConstraintViolationError",
     "DatabaseError",
     "InterruptAlreadyResolvedError",
     "InterruptExpiredError",
@@ -187,6 +227,7 @@ __all__ = [
     "ProjectionMismatchError",
     "ResumeNotAllowedError",
     "SchemaNotMigratedError",
+    "SchemaTooNewError",
     "SweepIncompleteError",
     "SymfonicStoreError",
     "UnknownInterruptError",

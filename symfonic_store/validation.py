@@ -67,10 +67,19 @@ def thread_ids(value: Any, field: str = "thread_ids") -> tuple[str, ...] | None:
 
 
 def run_id(value: Any, field: str = "run_id") -> str | None:
+    """A run id: None, or a string of at most 255 characters like the other ids.
+
+    Bounded because it is stored beside the payload on every event, outside
+    ``max_payload_bytes``: unbounded, it would be a way around that limit.
+    """
     if value is None:
         return None
     if not isinstance(value, str):
         raise InvalidInputError(field, f"must be a string or None, got {type(value).__name__}")
+    if len(value) > MAX_ID_LENGTH:
+        raise InvalidInputError(
+            field, f"is {len(value)} characters long; at most {MAX_ID_LENGTH} are allowed"
+        )
     _check_storable_text(value, field)
     return value
 

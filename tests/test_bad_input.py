@@ -242,6 +242,26 @@ def test_a_bad_route_reason_or_run_id_is_refused(seeded: InterruptStore) -> None
     assert_refused(seeded, lambda: seeded.record_route("t-1", "finish", run_id=5), "run_id")  # type: ignore[arg-type]
 
 
+def test_a_run_id_over_255_characters_is_refused_wherever_it_enters(seeded: InterruptStore) -> None:
+    """A 1 MB run id (stored outside max_payload_bytes) is refused by record_route, in a marker and in a router's state."""
+    from symfonic_store import make_interrupt_router
+
+    huge = "r" * 1_000_000
+    assert_refused(seeded, lambda: seeded.record_route("t-1", "finish", run_id=huge), "run_id")
+    tooled = marker("i-3")
+    tooled["_interrupt_pending"]["run_id"] = huge
+    assert_refused(seeded, lambda: seeded.mint("t-3", tooled), "marker.run_id", InvalidMarkerError)
+    state = {"messages": [], "_interrupt_pending": None, "run_id": huge}
+    assert_refused(seeded, lambda: seeded.record_router_decision("t-1", state, "finish"), "state.run_id")
+    router = make_interrupt_router(seeded)
+    config = {"configurable": {"thread_id": "t-1"}}
+    assert_refused(seeded, lambda: router(state, config), "state.run_id")
+    assert_refused(seeded, lambda: router({**state, **marker("i-4")}, config), "state.run_id")
+    # 255 characters, like the other ids, is still fine.
+    seeded.record_route("t-1", "finish", run_id="r" * 255)
+    assert seeded.history("t-1")[-1].run_id == "r" * 255
+
+
 @pytest.mark.parametrize("reason", ["bored", "", None, "TTL"])
 def test_a_bad_expiry_reason_is_refused(seeded: InterruptStore, reason: Any) -> None:
     """``expire(reason=...)`` takes one of ttl, run_id, superseded, cancelled."""

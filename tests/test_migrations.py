@@ -26,6 +26,7 @@ from cli_helpers import assert_clean_error, mint_stale, run_cli
 from sqlalchemy.engine import Connection, Engine
 
 from symfonic_store import AsyncInterruptStore, InterruptStore, SchemaNotMigratedError
+from symfonic_store.db import migrate as migrate_module
 from symfonic_store.db.engines import create_sync_engine
 from symfonic_store.db.migrate import (
     alembic_config,
@@ -301,9 +302,15 @@ def test_after_downgrading_the_store_says_to_migrate(db_url: str, engine: Engine
         assert fresh.history("t-1") == []
 
 
-def test_a_database_at_another_revision_names_both_revisions(db_url: str, engine: Engine) -> None:
-    """A schema stamped at a revision other than head is refused, naming it, head and the command."""
+def test_a_database_at_another_revision_names_both_revisions(
+    db_url: str, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A schema stamped at an older revision than head is refused, naming it, head and the command."""
     migrate(engine, "up", "head")
+    # This release ships one revision: pretend an older one existed (a revision it does
+    # not know at all is a newer release's, tests/test_schema_too_new.py).
+    known = migrate_module.known_revisions()
+    monkeypatch.setattr(migrate_module, "known_revisions", lambda: known | {"0000_older"})
     with engine.begin() as conn:
         conn.execute(sa.text(f"UPDATE {VERSION_TABLE} SET version_num = '0000_older'"))  # noqa: S608
     with InterruptStore(db_url) as store:

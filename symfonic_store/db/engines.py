@@ -13,6 +13,7 @@ from ..errors import InvalidInputError
 from .urls import _prepare_sqlite_path, async_url, scrub, sync_url
 
 if TYPE_CHECKING:
+    # Imported by create_asyncio_engine when called: it loads the ORM and asyncio.
     from sqlalchemy.ext.asyncio import AsyncEngine
 
 SQLITE_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")

@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..errors import DatabaseError, SchemaNotMigratedError
+from ..errors import DatabaseError, SchemaNotMigratedError, SchemaTooNewError
 from .schema import VERSION_TABLE
 from .translate import UPGRADE_HINT
 
@@ -51,6 +51,26 @@ def head_revision() -> str:
     return head
 
 
+@lru_cache(maxsize=1)
+def known_revisions() -> frozenset[str]:
+    """Every revision this version of the package ships (base to head)."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(alembic_config())
+    return frozenset(rev.revision for rev in script.walk_revisions())
+
+
+def require_known_revision(current: str | None) -> None:
+    """Raise :class:`SchemaTooNewError` if ``current`` is a revision this release lacks.
+
+    The version table is the store's own, so a revision it holds that this release does
+    not ship was written by another (newer) release: Alembic could neither upgrade nor
+    downgrade from it, and this code cannot know its tables.
+    """
+    if current is not None and current not in known_revisions():
+        raise SchemaTooNewError(current, head_revision())
+
+
 def current_revision(connection: Connection) -> str | None:
     """The revision the database is at, or None when it has no store schema."""
     if not sa.inspect(connection).has_table(VERSION_TABLE):
@@ -61,25 +81,42 @@ def current_revision(connection: Connection) -> str | None:
 
 
 def upgrade(connection: Connection, revision: str = "head") -> None:
-    """Migrate the database to ``revision`` (``head`` by default)."""
+    """Migrate the database to ``revision`` (``head`` by default).
+
+    Raises:
+        SchemaTooNewError: a newer release migrated the database past this one's head.
+    """
     from alembic import command
 
+    require_known_revision(current_revision(connection))
     command.upgrade(alembic_config(connection), revision)
 
 
 def downgrade(connection: Connection, revision: str) -> None:
-    """Migrate the database down to ``revision`` (``base`` removes the schema)."""
+    """Migrate the database down to ``revision`` (``base`` removes the schema).
+
+    Raises:
+        SchemaTooNewError: a newer release migrated the database past this one's head
+            (only that release has the scripts to go down from there).
+    """
     from alembic import command
 
+    require_known_revision(current_revision(connection))
     command.downgrade(alembic_config(connection), revision)
 
 
 def require_current_schema(connection: Connection) -> None:
-    """Raise :class:`SchemaNotMigratedError` unless the database is at the head revision."""
+    """Raise :class:`SchemaNotMigratedError` unless the database is at the head revision.
+
+    Raises:
+        SchemaTooNewError: the database is at a revision newer than this release's head.
+        SchemaNotMigratedError: it has no store schema, or an older one.
+    """
     current = current_revision(connection)
     head = head_revision()
     if current == head:
         return
+    require_known_revision(current)
     if current is None:
         raise SchemaNotMigratedError(
             f"the database has no symfonic-store schema (head is {head}): {UPGRADE_HINT}"

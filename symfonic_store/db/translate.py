@@ -1,14 +1,34 @@
-"""Driver errors into the store's error tree, in exactly one place."""
+"""Driver errors into the store's error tree, in exactly one place.
+
+Errors are classified by the codes the drivers expose, never by their message text
+(PostgreSQL words its messages in the server's ``lc_messages`` language):
+
+- PostgreSQL (psycopg): the SQLSTATE (``orig.sqlstate``) and the constraint's name
+  (``orig.diag.constraint_name``);
+- SQLite (``sqlite3``, also under aiosqlite): the extended result code
+  (``orig.sqlite_errorcode``, Python 3.11+).
+
+A unique violation of one of the store's concurrency guards (:data:`RACE_CONSTRAINTS`) is
+a lost race, :class:`~symfonic_store.ConcurrencyConflictError`, which the write path
+retries. Every other integrity error -- a trigger (the event table is append-only), NOT
+NULL, CHECK, a foreign key, someone else's unique index -- is the database refusing the
+write, :class:`~symfonic_store.ConstraintViolationError`, which no retry can fix.
+
+The driver's exception stays reachable as the ``__cause__`` (``symfonic-store
+--traceback`` prints it), or a copy with password-like text masked when it has any.
+"""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import sqlalchemy as sa
 
 from ..errors import (
     ConcurrencyConflictError,
+    ConstraintViolationError,
     DatabaseError,
     SchemaNotMigratedError,
     SymfonicStoreError,
@@ -17,6 +37,130 @@ from .urls import scrub
 
 UPGRADE_HINT = "run `symfonic-store db upgrade` (or call store.setup())"
 
+RACE_CONSTRAINTS = frozenset(
+    {
+        "uq_symfonic_events_thread_version",  # two writers took the same version (I2)
+        "uq_symfonic_events_one_mint",  # two mints of one interrupt (I4)
+        "uq_symfonic_events_one_ending",  # two endings of one interrupt (I3)
+        "symfonic_threads_pkey",  # two writers created the same thread's projection row
+    }
+)
+"""Unique keys whose violation means a concurrent writer won: retry and decide again."""
+
+# PostgreSQL SQLSTATEs (Appendix A of its manual).
+PG_UNIQUE_VIOLATION = "23505"
+PG_INTEGRITY_CLASS = "23"
+PG_UNDEFINED_TABLE = "42P01"
+PG_SCHEMA_SUSPECT = frozenset({"42703", "42883"})  # undefined_column, undefined_function
+PG_RETRYABLE = frozenset({"40001", "40P01"})  # serialization_failure, deadlock_detected
+PG_CONNECTION_CLASSES = ("08", "57P")  # connection_exception; admin/crash shutdown
+PG_NAMES = {
+    "23000": "integrity_constraint_violation",
+    "23001": "restrict_violation",
+    "23502": "not_null_violation",
+    "23503": "foreign_key_violation",
+    "23505": "unique_violation",
+    "23514": "check_violation",
+    "23P01": "exclusion_violation",
+}
+
+# SQLite result codes (https://sqlite.org/rescode.html); the primary code is the low byte.
+SQLITE_ERROR = 1
+SQLITE_BUSY = 5
+SQLITE_LOCKED = 6
+SQLITE_CONSTRAINT = 19
+SQLITE_CONSTRAINT_PRIMARYKEY = 1555
+SQLITE_CONSTRAINT_UNIQUE = 2067
+SQLITE_RACES = frozenset({SQLITE_CONSTRAINT_PRIMARYKEY, SQLITE_CONSTRAINT_UNIQUE})
+"""Every unique key of the store's schema is a concurrency guard (SQLite does not name
+the constraint in a code), so a unique or primary-key violation is a lost race."""
+
+_REFUSALS = {
+    "23001": "a trigger refused it (the event table is append-only)",
+    "23502": "a required column got no value (NOT NULL)",
+    "23503": "a foreign key has no matching row",
+    "23514": "a CHECK constraint failed",
+    "23505": "a unique index that is not one of the store's concurrency guards",
+    "SQLITE_CONSTRAINT_TRIGGER": "a trigger refused it (the event table is append-only)",
+    "SQLITE_CONSTRAINT_NOTNULL": "a required column got no value (NOT NULL)",
+    "SQLITE_CONSTRAINT_FOREIGNKEY": "a foreign key has no matching row",
+    "SQLITE_CONSTRAINT_CHECK": "a CHECK constraint failed",
+}
+
+
+class ScrubbedDriverError(Exception):
+    """Stands in as the cause for a driver error whose text had to be masked."""
+
+
+class SchemaSuspectError(DatabaseError):
+    """A statement failed in a way a missing or older schema would explain.
+
+    SQLite reports a missing table with its generic ``SQLITE_ERROR`` (as it does a syntax
+    error), and PostgreSQL an older schema as an undefined column: the runner asks the
+    database for its schema revision before settling on this error (see
+    :func:`symfonic_store.store.execute.execute`).
+    """
+
+
+@dataclass
+class WritePhase:
+    """Where a write transaction is: an error after ``committing`` may have committed."""
+
+    committing: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DriverCode:
+    """What the driver says about an error, by code only."""
+
+    sqlstate: str | None = None
+    constraint: str | None = None
+    sqlite_code: int | None = None
+    sqlite_name: str | None = None
+
+    @property
+    def code(self) -> str | None:
+        """The SQLSTATE, or SQLite's extended result code name."""
+        return self.sqlstate or self.sqlite_name
+
+    @property
+    def sqlite_primary(self) -> int | None:
+        return None if self.sqlite_code is None else self.sqlite_code & 0xFF
+
+
+def driver_code(exc: BaseException) -> DriverCode:
+    """Read the codes off a SQLAlchemy-wrapped driver exception (or a driver one)."""
+    orig = getattr(exc, "orig", None) or exc
+    sqlstate = getattr(orig, "sqlstate", None)
+    diag = getattr(orig, "diag", None)
+    constraint = getattr(diag, "constraint_name", None) if diag is not None else None
+    sqlite_code = getattr(orig, "sqlite_errorcode", None)
+    sqlite_name = getattr(orig, "sqlite_errorname", None)
+    return DriverCode(
+        sqlstate=sqlstate if isinstance(sqlstate, str) else None,
+        constraint=constraint if isinstance(constraint, str) else None,
+        sqlite_code=sqlite_code if isinstance(sqlite_code, int) else None,
+        sqlite_name=sqlite_name if isinstance(sqlite_name, str) else None,
+    )
+
+
+def outcome_note(*, may_have_committed: bool) -> str:
+    """What a failed write left behind: the one wording, shared by every message."""
+    if may_have_committed:
+        return (
+            "the connection failed while committing, so the write may or may not have "
+            "been saved: check (e.g. `symfonic-store history THREAD`) before retrying"
+        )
+    return "the transaction did not commit, so nothing of it was written: retry"
+
+
+def connection_lost_message(detail: str, *, may_have_committed: bool) -> str:
+    """The message for a database that could not be reached or dropped the connection."""
+    return (
+        f"cannot use the database ({detail}); check that it is running and reachable: "
+        + outcome_note(may_have_committed=may_have_committed)
+    )
+
 
 def _first_line(exc: BaseException) -> str:
     orig = getattr(exc, "orig", None) or exc
@@ -24,53 +168,107 @@ def _first_line(exc: BaseException) -> str:
     return scrub(text[0] if text else type(orig).__name__)
 
 
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    pending: list[BaseException] = [exc]
+    while pending:
+        e = pending.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        pending.extend(x for x in (e.__cause__, e.__context__, getattr(e, "orig", None)) if isinstance(x, BaseException))
+
+
+def scrubbed_cause(exc: BaseException) -> BaseException:
+    """``exc`` itself, unless some text in its chain looks like a password: then a copy
+    of its text with that masked, so chaining it cannot print a password."""
+    for e in _chain(exc):
+        for text in (str(e), repr(e)):
+            if scrub(text) != text:
+                return ScrubbedDriverError(f"{type(exc).__name__}: {scrub(str(exc))}")
+    return exc
+
+
+def _refusal(exc: BaseException, code: DriverCode) -> ConstraintViolationError:
+    what = _REFUSALS.get(code.code or "", "an integrity rule of the database")
+    label = PG_NAMES.get(code.sqlstate or "", code.code or "integrity error")
+    where = f" on {code.constraint}" if code.constraint else ""
+    return ConstraintViolationError(
+        f"the database refused the write: {what} [{label}{where}] ({_first_line(exc)}); "
+        "this is not a race, so it was not retried, and the transaction was rolled back",
+        code=code.code,
+        constraint=code.constraint,
+    )
+
+
+def _is_race(code: DriverCode) -> bool:
+    if code.sqlstate is not None:
+        if code.sqlstate in PG_RETRYABLE:
+            return True
+        return code.sqlstate == PG_UNIQUE_VIOLATION and code.constraint in RACE_CONSTRAINTS
+    return code.sqlite_code in SQLITE_RACES
+
+
+def _is_integrity(exc: BaseException, code: DriverCode) -> bool:
+    if code.sqlstate is not None:
+        return code.sqlstate.startswith(PG_INTEGRITY_CLASS)
+    if code.sqlite_primary is not None:
+        return code.sqlite_primary == SQLITE_CONSTRAINT
+    return isinstance(exc, sa.exc.IntegrityError)  # a driver without codes
+
+
+def classify(exc: sa.exc.DBAPIError, *, may_have_committed: bool = False) -> SymfonicStoreError:
+    """The store's error for a driver error, chosen by its codes (see the module doc)."""
+    code = driver_code(exc)
+    message = _first_line(exc)
+    if _is_race(code):
+        return ConcurrencyConflictError(
+            f"a concurrent writer changed the same thread first ({message}); "
+            "retry the operation"
+        )
+    if _is_integrity(exc, code):
+        return _refusal(exc, code)
+    if code.sqlstate == PG_UNDEFINED_TABLE:
+        return SchemaNotMigratedError(
+            f"the database has no symfonic-store schema ({message}): {UPGRADE_HINT}"
+        )
+    if code.sqlite_primary in (SQLITE_BUSY, SQLITE_LOCKED):
+        return DatabaseError(
+            "the SQLite database stayed locked by another writer past the busy timeout; "
+            + outcome_note(may_have_committed=may_have_committed)
+            + ", or raise busy_timeout",
+            outcome_unknown=may_have_committed,
+        )
+    label = f" [{code.code}]" if code.code else ""
+    if code.sqlstate in PG_SCHEMA_SUSPECT or code.sqlite_primary == SQLITE_ERROR:
+        return SchemaSuspectError(f"the database refused the operation{label}: {message}")
+    if getattr(exc, "connection_invalidated", False) or (
+        code.sqlstate.startswith(PG_CONNECTION_CLASSES)
+        if code.sqlstate is not None
+        # No SQLSTATE: psycopg's own (client-side) failures; SQLite's I/O, open, full.
+        else isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError)
+    ):
+        return DatabaseError(
+            connection_lost_message(message, may_have_committed=may_have_committed),
+            outcome_unknown=may_have_committed,
+        )
+    return DatabaseError(f"the database refused the operation{label}: {message}")
+
+
 @contextlib.contextmanager
-def translate_errors(*, at_commit: bool = False) -> Iterator[None]:
+def translate_errors() -> Iterator[WritePhase]:
     """Turn driver exceptions into the store's error tree, with what to do about them.
 
-    ``at_commit``: the block sends COMMIT. A failure there (the connection lost while
-    committing) may come after the server committed, so it is a
-    :class:`DatabaseError` with ``outcome_unknown`` and never says nothing was written.
+    Yields a :class:`WritePhase`: a write sets ``committing`` just before its COMMIT, so
+    a connection lost from then on is not reported as "nothing was written".
     """
+    phase = WritePhase()
     try:
-        yield
+        yield phase
     except SymfonicStoreError:
         raise
-    except sa.exc.IntegrityError as exc:
-        raise ConcurrencyConflictError(
-            f"a concurrent writer changed the same thread first ({_first_line(exc)}); "
-            "retry the operation"
-        ) from None
     except sa.exc.DBAPIError as exc:
-        message = _first_line(exc)
-        if at_commit:
-            raise DatabaseError(
-                f"the database failed at commit ({message}): the outcome of the last "
-                "transaction is unknown, it may have committed; check that the database is "
-                "running and reachable, and look at what was written before you retry",
-                outcome_unknown=True,
-            ) from None
-        lowered = message.lower()
-        if "no such table" in lowered or (
-            "relation" in lowered and "does not exist" in lowered
-        ):
-            raise SchemaNotMigratedError(
-                f"the database has no symfonic-store schema ({message}): {UPGRADE_HINT}"
-            ) from None
-        if "database is locked" in lowered or "database is busy" in lowered:
-            raise DatabaseError(
-                "the SQLite database stayed locked by another writer past the busy timeout; "
-                "the transaction was rolled back, nothing of it was written: retry, or raise "
-                "busy_timeout"
-            ) from None
-        if getattr(exc, "connection_invalidated", False) or isinstance(
-            exc, sa.exc.OperationalError | sa.exc.InterfaceError
-        ):
-            raise DatabaseError(
-                f"cannot use the database ({message}); check that it is running and "
-                "reachable, then retry: the transaction was rolled back, nothing of it was "
-                "written"
-            ) from None
-        raise DatabaseError(f"the database refused the operation: {message}") from None
+        raise classify(exc, may_have_committed=phase.committing) from scrubbed_cause(exc)
     except sa.exc.SQLAlchemyError as exc:
-        raise DatabaseError(f"database error: {scrub(str(exc).splitlines()[0])}") from None
+        raise DatabaseError(f"database error: {_first_line(exc)}") from scrubbed_cause(exc)

@@ -19,10 +19,23 @@ from ..db.translate import translate_errors
 from ..db.urls import safe_url
 from . import execute
 from .lifecycle import ApproverPolicy
-from .ops import Call, Emit, Op, Operations, Plan, PlanFn, Step, advance, copy_face, start
+from .ops import (
+    Call,
+    Emit,
+    Integrations,
+    Op,
+    Operations,
+    Plan,
+    PlanFn,
+    Step,
+    advance,
+    copy_face,
+    start,
+)
 
 if TYPE_CHECKING:
-    # SQLAlchemy's asyncio extension imports its ORM: loaded when an async store is made.
+    # sqlalchemy.ext.asyncio loads the ORM and asyncio (~0.1 s of CPU): imported where an
+    # async store is made, so `import symfonic_store` and the CLI do not pay for it.
     from sqlalchemy.ext.asyncio import AsyncEngine
 
 T = TypeVar("T")
@@ -87,7 +100,7 @@ class _Stream(Generic[P]):
         return self.method if store is None else self.method.__get__(store, owner)
 
 
-class AsyncInterruptStore:
+class AsyncInterruptStore(Integrations):
     """The asyncio store: the methods of :class:`InterruptStore`, as coroutines.
 
     Accepts the same URLs (``sqlite:///...`` uses aiosqlite, ``postgresql+psycopg://``
@@ -145,18 +158,6 @@ class AsyncInterruptStore:
     async def close(self) -> None:
         """Release the store's connections."""
         await self.aclose()
-
-    def recording_checkpointer(self, saver: Any) -> Any:
-        """A checkpointer that delegates to ``saver`` and records what bypasses the gateway.
-
-        Every interrupt a graph compiled with it raises, and every answer LangGraph
-        consumes, is recorded whoever invoked the graph: the actor is
-        ``config["configurable"]["actor"]`` when given, and such answers carry
-        ``via: "direct"`` (see :mod:`symfonic_store.langgraph.recording`).
-        """
-        from ..langgraph.recording import RecordingCheckpointer
-
-        return RecordingCheckpointer(saver, self)
 
     async def setup(self) -> None:
         """Migrate the database to the newest schema (idempotent)."""

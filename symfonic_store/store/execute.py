@@ -15,7 +15,8 @@ from sqlalchemy.engine import Connection
 from ..append import run_write
 from ..db.executor import executor_for
 from ..db.migrate import require_current_schema, upgrade
-from ..db.translate import translate_errors
+from ..db.translate import SchemaSuspectError, translate_errors
+from ..errors import SchemaNotMigratedError
 from .ops import Op
 
 T = TypeVar("T")
@@ -41,23 +42,37 @@ def _settle(conn: Connection, settled: Callable[[Connection], tuple[bool, T]]) -
 
 
 def execute(conn: Connection, op: Op[T]) -> T:
-    """Run ``op`` on ``conn``: a write in a retried write transaction, a read in a plain one."""
-    with translate_errors():
-        if not op.write:
-            return _read_in_tx(conn, op.fn)
-        if op.settled is not None:
-            done, result = _settle(conn, op.settled)
-            if done:
-                return result
-        return run_write(conn, op.fn)
+    """Run ``op`` on ``conn``: a write in a retried write transaction, a read in a plain one.
+
+    Raises:
+        SchemaNotMigratedError: a statement failed on a missing table, and the database's
+            revision (asked again: it may have changed since the store checked) says why.
+    """
+    try:
+        with translate_errors():
+            if not op.write:
+                return _read_in_tx(conn, op.fn)
+            if op.settled is not None:
+                done, result = _settle(conn, op.settled)
+                if done:
+                    return result
+            return run_write(conn, op.fn)
+    except (SchemaSuspectError, SchemaNotMigratedError):
+        # The codes say "no such table" (or, on SQLite, a generic SQL error): whether
+        # the schema is behind is the version table's to say, not the message's.
+        if conn.in_transaction():
+            conn.rollback()
+        check_schema(conn)
+        raise
 
 
 def setup(conn: Connection) -> None:
     """Migrate to head; two processes running it at once do not both create the tables."""
-    with translate_errors():
+    with translate_errors() as phase:
         with conn.begin():
             executor_for(conn).lock_setup(conn)
             upgrade(conn)
+            phase.committing = True
 
 
 def check_schema(conn: Connection) -> None:

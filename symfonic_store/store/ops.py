@@ -843,6 +843,23 @@ class Operations:
         return report
 
 
+class Integrations:
+    """What both stores offer that is not a database operation: LangGraph integrations."""
+
+    def recording_checkpointer(self, saver: Any) -> Any:
+        """A checkpointer that delegates to ``saver`` and records what bypasses the gateway.
+
+        Every interrupt a graph compiled with it raises, and every answer LangGraph
+        consumes, is recorded whoever invoked the graph: the actor is
+        ``config["configurable"]["actor"]`` when given, and such answers carry
+        ``via: "direct"`` (see :mod:`symfonic_store.langgraph.recording`). With an
+        asyncio store, run the graph with ``ainvoke``/``astream``.
+        """
+        from ..langgraph.recording import RecordingCheckpointer
+
+        return RecordingCheckpointer(saver, self)  # type: ignore[arg-type]
+
+
 # --- turning plans into methods of the two runners -----------------------------------
 
 

@@ -18,7 +18,19 @@ from ..db.translate import translate_errors
 from ..db.urls import safe_url
 from . import execute
 from .lifecycle import ApproverPolicy
-from .ops import Call, Emit, Op, Operations, Plan, PlanFn, Step, advance, copy_face, start
+from .ops import (
+    Call,
+    Emit,
+    Integrations,
+    Op,
+    Operations,
+    Plan,
+    PlanFn,
+    Step,
+    advance,
+    copy_face,
+    start,
+)
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -62,7 +74,7 @@ class _Stream(Generic[P]):
         return self.method if store is None else self.method.__get__(store, owner)
 
 
-class InterruptStore:
+class InterruptStore(Integrations):
     """The synchronous store.
 
     Args:
@@ -123,18 +135,6 @@ class InterruptStore:
         """Release the store's connections."""
         if self._owns_engine:
             self._engine.dispose()
-
-    def recording_checkpointer(self, saver: Any) -> Any:
-        """A checkpointer that delegates to ``saver`` and records what bypasses the gateway.
-
-        Every interrupt a graph compiled with it raises, and every answer LangGraph
-        consumes, is recorded whoever invoked the graph: the actor is
-        ``config["configurable"]["actor"]`` when given, and such answers carry
-        ``via: "direct"`` (see :mod:`symfonic_store.langgraph.recording`).
-        """
-        from ..langgraph.recording import RecordingCheckpointer
-
-        return RecordingCheckpointer(saver, self)
 
     def setup(self) -> None:
         """Migrate the database to the newest schema (idempotent)."""

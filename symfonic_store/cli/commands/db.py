@@ -29,7 +29,7 @@ def _migrate(ctx: typer.Context, change: Callable[[Connection], None] | None) ->
     """Run ``change`` on a store connection (no schema check); return the revision after."""
     from alembic.util import CommandError
 
-    from ...db.migrate import current_revision, head_revision
+    from ...db.migrate import current_revision, head_revision, require_known_revision
     from ...db.translate import translate_errors
 
     session = get_session(ctx)
@@ -42,6 +42,7 @@ def _migrate(ctx: typer.Context, change: Callable[[Connection], None] | None) ->
             raise InvalidInputError("revision", str(exc)) from None
         with conn.begin():
             current = current_revision(conn)
+        require_known_revision(current)  # a newer release's schema: say so, exit 2
         head = head_revision()
     where = safe_url(session.url())
     if current == head:
