@@ -1,4 +1,4 @@
-"""The ``symfonic-store`` commands, run as real subprocesses on SQLite and PostgreSQL (SPEC §5)."""
+"""The ``symfonic-store`` commands on SQLite and PostgreSQL (SPEC §5), run in this process."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from cli_helpers import assert_clean_error, run_cli
+from cli_helpers import assert_clean_error, run_cli, run_process
 
 PASSWORD = "s3cr3tpw"
 UNREACHABLE = f"postgresql+psycopg://postgres:{PASSWORD}@127.0.0.1:1/test"
@@ -51,7 +51,8 @@ def test_unreachable_database_exits_2_without_password_or_traceback(tmp_path: Pa
         assert "127.0.0.1" in line
         assert PASSWORD not in result.stdout + result.stderr
 
-    traced = run_cli("--traceback", "--db", UNREACHABLE, "audit", cwd=tmp_path)
+    # A real process too: what a cron job's log would hold, exit code included.
+    traced = run_process("--traceback", "--db", UNREACHABLE, "audit", cwd=tmp_path)
     assert traced.returncode == 2
     assert "Traceback (most recent call last)" in traced.stderr
     assert traced.stderr.rstrip().splitlines()[-1].startswith("symfonic-store: error:")
