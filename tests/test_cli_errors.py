@@ -223,3 +223,59 @@ def test_version_prints_the_package_version() -> None:
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout == f"symfonic-store {symfonic_store.__version__}\n"
     assert symfonic_store.__version__ == version("symfonic-store")
+
+
+# --- which database -------------------------------------------------------------------
+
+ONE_DATABASE_COMMANDS = [
+    ["pending"], ["audit"], ["replay", "t"], ["verify"], ["sweep"], ["projection", "rebuild"],
+    ["resume", "t", "i-000000000000", "--actor", "a"], ["db", "current"], ["db", "downgrade", "base"],
+]
+
+
+@pytest.mark.parametrize("args", ONE_DATABASE_COMMANDS, ids=" ".join)
+def test_a_missing_sqlite_file_is_not_created_except_by_db_upgrade(tmp_path: Path, args: list[str]) -> None:
+    """Any command but `db upgrade` on a SQLite file that does not exist exits 2 and creates nothing."""
+    target = tmp_path / "missing" / "nope.db"
+    for kw in ({"db": f"sqlite:///{target}"}, {"env": {"SYMFONIC_STORE_URL": f"sqlite:///{target}"}}):
+        result = run_cli(*args, cwd=tmp_path, **kw)  # type: ignore[arg-type]
+        line = assert_clean_error(result, 2)
+        assert "does not exist" in line and "run `symfonic-store db upgrade`" in line, line
+        assert "check the path" in line
+        assert not target.parent.exists()
+
+    relative = run_cli(*args, cwd=tmp_path)  # the default: symfonic_store.db here
+    assert "does not exist" in assert_clean_error(relative, 2)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_db_upgrade_creates_the_missing_sqlite_file(tmp_path: Path) -> None:
+    """`db upgrade` creates the SQLite file (and its folder); the other commands then work."""
+    target = tmp_path / "data" / "store.db"
+    url = f"sqlite:///{target}"
+    upgraded = run_cli("db", "upgrade", db=url)
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert target.exists()
+    listed = run_cli("pending", "--format", "json", db=url)
+    assert (listed.returncode, listed.stdout) == (0, "[]\n")
+
+
+def test_a_postgres_url_gets_a_hint_naming_the_scheme_to_use(tmp_path: Path) -> None:
+    """postgres:// (which SQLAlchemy no longer reads) is refused with the postgresql+psycopg:// to write instead."""
+    for args in (["pending"], ["db", "upgrade"], ["demo"]):
+        result = run_cli("--db", f"postgres://postgres:{PASSWORD}@127.0.0.1:5432/test", *args, cwd=tmp_path)
+        line = assert_clean_error(result, 2)
+        assert "postgres://" in line and "write postgresql+psycopg://" in line, line
+        assert PASSWORD not in result.stdout + result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.postgres
+def test_a_postgresql_url_without_a_driver_uses_psycopg(postgres_schema_url: str) -> None:
+    """postgresql:// without a driver works: the store always talks psycopg 3, psycopg2 is not needed."""
+    url = postgres_schema_url.replace("postgresql+psycopg://", "postgresql://", 1)
+    assert url.startswith("postgresql://")
+    upgraded = run_cli("db", "upgrade", db=url)
+    assert upgraded.returncode == 0, upgraded.stderr
+    listed = run_cli("pending", "--format", "json", db=url)
+    assert (listed.returncode, listed.stdout, listed.stderr) == (0, "[]\n", "")

@@ -24,13 +24,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from .. import __version__, validation
 from ..db.urls import DEFAULT_URL, parse_url, scrub
-from ..errors import InvalidInputError, SymfonicStoreError
+from ..errors import InvalidInputError, SchemaNotMigratedError, SymfonicStoreError
 
 if TYPE_CHECKING:
     from ..store import InterruptStore
@@ -83,11 +84,15 @@ class Session:
         return text
 
     @contextlib.contextmanager
-    def store(self, url: str | None = None, ttl_seconds: float | None = None) -> Iterator[InterruptStore]:
+    def store(
+        self, url: str | None = None, ttl_seconds: float | None = None, *, create: bool = False
+    ) -> Iterator[InterruptStore]:
+        """The store on ``url`` (else the session's); ``create``: a missing SQLite file may be made."""
         from ..store import InterruptStore
 
         url = url or self.url()
         self.remember_password(url)
+        check_database(url, create=create)
         try:
             store = InterruptStore(url, ttl_seconds=self.ttl if ttl_seconds is None else ttl_seconds)
         except ImportError as exc:
@@ -100,6 +105,37 @@ class Session:
             yield store
         finally:
             store.close()
+
+
+def check_database(url: str, *, create: bool) -> None:
+    """Refuse, before anything connects, a URL the store would misread or a missing file.
+
+    SQLite creates a database file on first connect, so `pending` with a mistyped path
+    would leave an empty file behind and then complain that it has no schema. Only
+    ``db upgrade`` (and ``demo``, which sets its store up) may create one.
+    """
+    try:
+        parsed = parse_url(url)
+    except InvalidInputError:
+        return  # the store refuses it with its own message
+    backend = parsed.get_backend_name()
+    if backend == "postgres":
+        # SQLAlchemy dropped this alias (Heroku-style URLs still use it).
+        raise InvalidInputError(
+            "database URL",
+            "postgres:// is not a scheme SQLAlchemy reads; write postgresql+psycopg:// "
+            "instead (postgresql+psycopg://user@host:5432/dbname)",
+        )
+    if backend != "sqlite" or create:
+        return
+    database = parsed.database or ""
+    if database in ("", ":memory:") or database.startswith("file:"):
+        return  # in memory, or a URI filename whose meaning SQLite decides
+    if not Path(database).exists():
+        raise SchemaNotMigratedError(
+            f"the SQLite database {database!r} does not exist: run `{PROG} db upgrade` "
+            "to create it, or check the path"
+        )
 
 
 class TableOrJson(StrEnum):
