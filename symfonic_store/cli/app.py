@@ -26,6 +26,7 @@ from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from urllib.parse import quote, quote_plus
 
 import typer
 
@@ -67,14 +68,23 @@ class Session:
         return self.db or os.environ.get(URL_ENV) or DEFAULT_URL
 
     def remember_password(self, url: str) -> None:
-        """Keep the URL's password, so that no output can ever show it."""
+        """Keep the URL's password, so that no output can ever show it.
+
+        In every form it could be printed in: as given, decoded, percent-encoded, and as
+        SQLAlchemy renders it (which leaves a space as a space, so a pattern that stops
+        at whitespace would miss it).
+        """
+        texts = [url]
         with contextlib.suppress(SymfonicStoreError):
-            password = parse_url(url).password
-            if password:
-                self.secrets.add(str(password))
-        match = re.search(r"://[^:/@\s]+:([^@\s]+)@", url)
-        if match:
-            self.secrets.add(match.group(1))
+            parsed = parse_url(url)
+            if parsed.password:
+                password = str(parsed.password)
+                self.secrets |= {password, quote(password, safe=""), quote_plus(password)}
+                texts.append(parsed.render_as_string(hide_password=False))
+        for text in texts:
+            match = re.search(r"://[^:/@]*:([^@]+)@", text)
+            if match:
+                self.secrets.add(match.group(1))
 
     def redact(self, text: str) -> str:
         text = scrub(text)
