@@ -1,4 +1,4 @@
-"""The ``symfonic-store`` commands, run as real subprocesses on SQLite and PostgreSQL (SPEC §5)."""
+"""The ``symfonic-store`` commands on SQLite and PostgreSQL (SPEC §5), run in this process."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import io
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -51,8 +52,18 @@ def migrated(db_url: str) -> Iterator[InterruptStore]:
     store.close()
 
 
+def empty_database(db_url: str) -> str:
+    """The URL's database, existing and empty: on SQLite an empty file (a fresh schema on PostgreSQL)."""
+    parsed = sa.make_url(db_url)
+    if parsed.get_backend_name() == "sqlite":
+        assert parsed.database is not None
+        Path(parsed.database).touch()
+    return db_url
+
+
 def test_db_commands_migrate_report_and_downgrade(db_url: str) -> None:
     """db current/upgrade/downgrade work on an empty database; other commands ask for an upgrade."""
+    empty_database(db_url)
     before = run_cli("db", "current", db=db_url)
     assert before.returncode == 0, before.stderr
     assert "no schema" in before.stdout and "symfonic-store db upgrade" in before.stdout

@@ -8,19 +8,23 @@ provoke, is run with every logger at DEBUG. Then the password (raw and percent-e
 must not appear in the ``str``/``repr`` of any exception raised -- following
 ``__cause__`` and ``__context__`` all the way down -- nor in any log record (message,
 arguments, formatted traceback), nor in the ``repr``/``str`` of the stores, their
-engines and their URLs, nor in any report the store returns. (The command line's output
-is covered by the CLI tests.)
+engines and their URLs, nor in any report the store returns -- nor in anything the
+command line prints or logs, run in this process so its logs are captured too.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import urllib.parse
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from cli_helpers import run_cli
 from pgcluster import free_port
 
 from symfonic_store import (
@@ -41,8 +45,10 @@ def password_of(style: str) -> str:
 
 
 def forms(password: str) -> set[str]:
-    """The password as it could show up: raw and percent-encoded."""
-    return {password, urllib.parse.quote(password, safe=""), urllib.parse.quote_plus(password)}
+    """The password as it could show up: raw, percent-encoded, and as SQLAlchemy renders a URL."""
+    rendered = sa.make_url("postgresql://u@h/d").set(password=password).render_as_string(hide_password=False)
+    as_rendered = rendered.split("://u:", 1)[1].rsplit("@h/", 1)[0]
+    return {password, urllib.parse.quote(password, safe=""), urllib.parse.quote_plus(password), as_rendered}
 
 
 def url_with_password(url: str, style: str, *, port: int | None = None) -> str:
@@ -260,3 +266,90 @@ def test_no_password_in_errors_about_the_url_itself(style: str) -> None:
         store.close()
     assert len(w.errors) == len(bad)
     w.assert_clean()
+
+
+# --- the command line ----------------------------------------------------------------
+
+CLI_COMMANDS = [
+    ["db", "upgrade"],
+    ["db", "current"],
+    ["pending"],
+    ["pending", "--format", "json"],
+    ["resume", "t-cli", "i-cli", "--actor", "alice", "--response", '{"ok": true}'],
+    ["resume", "t-cli", "i-cli", "--actor", "bob"],  # refused: already resolved
+    ["audit"],
+    ["audit", "--format", "csv"],
+    ["replay", "t-cli"],
+    ["sweep", "--ttl", "0", "--format", "json"],
+    ["verify"],
+    ["projection", "rebuild"],
+    ["db", "downgrade", "base"],
+]
+
+
+@pytest.mark.parametrize("reachable", [True, False], ids=["reachable", "unreachable"])
+@pytest.mark.parametrize("style", STYLES)
+def test_no_password_in_the_command_lines_output_or_logs(
+    style: str, reachable: bool, postgres_schema_url: str, every_logger_at_debug: pytest.LogCaptureFixture
+) -> None:
+    """Every command, in this process, given the URL by --db or $SYMFONIC_STORE_URL, with or without --traceback, never shows the password."""
+    w = Witness(password_of(style))
+    url = url_with_password(postgres_schema_url, style, port=None if reachable else free_port())
+    codes = []
+    for how in ("--db", "env", "--traceback"):
+        every_logger_at_debug.clear()
+        for args in CLI_COMMANDS:
+            if args[0] == "pending" and reachable:
+                with InterruptStore(url) as store:  # something for the later commands to show
+                    if store.pending("t-cli") is None and not store.history("t-cli"):
+                        store.mint("t-cli", marker("i-cli"))
+            if how == "env":
+                result = run_cli(*args, env={"SYMFONIC_STORE_URL": url})
+            else:
+                result = run_cli(*(["--traceback"] if how == "--traceback" else []), *args, db=url)
+            codes.append(result.returncode)
+            w.texts.append((f"{how} {' '.join(args)}: stdout", result.stdout))
+            w.texts.append((f"{how} {' '.join(args)}: stderr", result.stderr))
+        w.logs(every_logger_at_debug.records)
+    if reachable:
+        assert codes.count(0) >= 3 * (len(CLI_COMMANDS) - 1) and 1 in codes, codes
+        assert any("***" in text for _, text in w.texts), "no masked URL was printed: the check would be vacuous"
+    else:
+        assert set(codes) == {2}, codes
+        assert any("Traceback (most recent call last)" in text for _, text in w.texts)
+    w.assert_clean()
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_the_command_line_masks_a_password_that_a_users_graph_puts_in_its_errors(
+    style: str, postgres_schema_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A --graph whose import or wake-up fails with the URL in its message: the CLI's own masking hides the password."""
+    w = Witness(password_of(style))
+    url = url_with_password(postgres_schema_url, style)
+    with InterruptStore(url) as store:
+        store.setup()
+        store.mint("t-wake", marker("i-wake") | {"minted_at": 1.0})
+
+    class LeakyGraph:
+        def get_state(self, config: Any) -> Any:
+            return SimpleNamespace(interrupts=[SimpleNamespace(value={"interrupt_id": "i-wake"})])
+
+        def invoke(self, *args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError(f"the checkpointer at {url} went away (password {password_of(style)})")
+
+    module = ModuleType("leaky_graph")
+    module.graph = LeakyGraph()  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "leaky_graph", module)
+    woke = run_cli("sweep", "--ttl", "60", "--graph", "leaky_graph:graph", env={"SYMFONIC_STORE_URL": url})
+    assert woke.returncode == 1 and "wake-up failed" in woke.stderr, woke.stderr
+
+    (tmp_path / "leaky_import.py").write_text(f"raise RuntimeError('cannot reach {url}')\n")
+    imported = run_cli("--traceback", "sweep", "--graph", "leaky_import:graph", db=url, cwd=tmp_path)
+    assert imported.returncode == 2 and "Traceback (most recent call last)" in imported.stderr
+
+    for label, result in (("wake-up", woke), ("import", imported)):
+        w.texts.append((f"{label} stdout", result.stdout))
+        w.texts.append((f"{label} stderr", result.stderr))
+    w.assert_clean()
+    assert "***" in woke.stderr and "***" in imported.stderr, "nothing masked: the check would be vacuous"

@@ -16,7 +16,7 @@ from ..errors import (
     SymfonicStoreError,
 )
 from . import commands  # noqa: F401 - registers the commands on the app
-from .app import PROG, Problem, Session, _ClickError, app
+from .app import PROG, Problem, Session, _ClickError, app, click_errors
 
 
 def _exit_code(exc: BaseException) -> int:
@@ -42,6 +42,33 @@ def _fail(session: Session, exc: BaseException, message: str | None = None) -> i
     return _exit_code(exc)
 
 
+def _flag_name(param: object) -> str:
+    """``--format`` for an option, ``THREAD`` for an argument."""
+    opts = [o for o in getattr(param, "opts", ()) if isinstance(o, str)]
+    if getattr(param, "param_type_name", "") == "option" and opts:
+        return max(opts, key=len)
+    return str(getattr(param, "metavar", None) or getattr(param, "human_readable_name", "value"))
+
+
+def _usage_message(exc: Exception) -> str:
+    """Click's usage errors in the store's words: ``invalid --format: ...``."""
+    param = getattr(exc, "param", None)
+    if isinstance(exc, click_errors.MissingParameter) and param is not None:
+        return f"missing {_flag_name(param)}"
+    if isinstance(exc, click_errors.BadParameter) and param is not None:
+        return f"invalid {_flag_name(param)}: {exc.message}"
+    if isinstance(exc, click_errors.NoSuchOption):
+        hint = ""
+        if exc.possibilities:
+            hint = f" (did you mean {' or '.join(sorted(exc.possibilities))}?)"
+        return f"unknown option {exc.option_name}{hint}"
+    # The rest (an unknown command, an extra argument, a flag without its value) keep
+    # Click's words in the one-line shape: lower case, no full stop.
+    format_message = getattr(exc, "format_message", None)
+    text = str(format_message() if callable(format_message) else exc).strip().rstrip(".")
+    return text[:1].lower() + text[1:]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     session = Session()
@@ -59,9 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         if usage_ctx is not None:
             sys.stderr.write(usage_ctx.get_usage() + "\n")
-        format_message = getattr(exc, "format_message", None)
-        message = format_message() if callable(format_message) else str(exc)
-        _fail(session, exc, message)
+        _fail(session, exc, _usage_message(exc))
         return int(getattr(exc, "exit_code", 2))
     except (typer.Abort, KeyboardInterrupt):
         sys.stderr.write(f"{PROG}: interrupted\n")

@@ -17,12 +17,15 @@ if TYPE_CHECKING:
     from ..services.audit import AuditRecord
 
 
+PIPED_WIDTH = 100_000
+"""Piped output is read by grep: a row stays on one line, however wide."""
+
+
 def console(stderr: bool = False) -> Console:
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
-    # Piped output is read by grep: a row stays on one line and no id is cut short.
-    width = None if stream.isatty() or os.environ.get("COLUMNS") else 100_000
+    width = None if stream.isatty() or os.environ.get("COLUMNS") else PIPED_WIDTH
     return Console(
         file=stream, width=width, highlight=False, emoji=False, markup=False, soft_wrap=False
     )
@@ -77,21 +80,125 @@ def cell(value: Any) -> str:
     return str(value)
 
 
+LONG_VALUE = 120
+"""At most this many characters of a long value (payload, response, data) in a table row."""
+
+
+def cell_limit(width: int, *, records: bool = False) -> int:
+    """How many characters of a long value a table shows.
+
+    Piped, and beside other columns, :data:`LONG_VALUE` (a terminal column then shows
+    at most three lines of it); in the record layout two lines of the terminal.
+    ``--format json``/``csv`` always carry the whole value.
+    """
+    if records and width < PIPED_WIDTH:
+        return max(24, 2 * (width - 14))
+    return LONG_VALUE
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters at most, ending with how many were left out."""
+    if len(text) <= limit:
+        return text
+    keep = max(8, limit - len(f"…(+{len(text)} chars)"))
+    return f"{text[:keep]}…(+{len(text) - keep} chars)"
+
+
+_GAP = 3
+"""Between two columns: a space of padding, the (blank) divider, a space of padding."""
+_WIDE_FLOOR = 20
+"""The narrowest a column of long values gets before the table turns into records."""
+_WIDE_LINES = 3
+"""A long value beside other columns shows at most this many lines of its column."""
+
+
+def _widths(
+    columns: Sequence[str], rows: Sequence[Sequence[str]], wide: Sequence[str], room: int
+) -> list[int] | None:
+    """Each column's width, or None when the table cannot fit ``room`` without cutting.
+
+    A column starts at its floor -- its longest word, so an id (no spaces) is never
+    folded and a time wraps at its space; a long-value column at a few characters; a
+    short column at its full width -- and the room left is shared in proportion to how
+    much wider each would like to be.
+    """
+    from rich.cells import cell_len
+
+    natural, floor = [], []
+    for i, name in enumerate(columns):
+        texts = [name, *(row[i] for row in rows)]
+        full = max(cell_len(line) for text in texts for line in text.splitlines() or [""])
+        words = max((cell_len(w) for text in texts for w in text.split()), default=1)
+        natural.append(full)
+        if name in wide:
+            floor.append(min(full, max(_WIDE_FLOOR, cell_len(name))))
+        else:  # a short value (an age, an outcome) is not worth wrapping
+            floor.append(full if full <= 8 else max(words, 1))
+    room -= _GAP * (len(columns) - 1)
+    if sum(floor) > room:
+        return None
+    want = [n - f for n, f in zip(natural, floor, strict=True)]
+    spare, total = room - sum(floor), sum(want)
+    if total <= spare:
+        return natural
+    return [f + w * spare // total for f, w in zip(floor, want, strict=True)]
+
+
 def table(
     title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, wide: Sequence[str] = ()
 ) -> None:
+    """``rows`` as a table, or as records when the terminal is too narrow for one.
+
+    Values in the ``wide`` columns (payloads, responses, event data) are cut to a
+    readable length with a marker saying how much was left out; nothing else is cut,
+    and no line is wider than the terminal. Piped output keeps each row on one line.
+    """
+    from rich import box
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=title, title_justify="left")
-    for name in columns:
-        if name in wide:
-            table.add_column(name, overflow="fold")
-        else:
-            table.add_column(name, no_wrap=True)
+    out = console()
+    say(title)
+    full = [[cell(v) for v in row] for row in rows]
+    is_wide = [name in wide for name in columns]
+
+    def cut(limits: Sequence[int]) -> list[list[str]]:
+        return [
+            [shorten(text, limit) if w else text for text, w, limit in zip(row, is_wide, limits, strict=True)]
+            for row in full
+        ]
+
+    limit = cell_limit(out.width)
+    cells = cut([limit] * len(columns))
+    if out.width >= PIPED_WIDTH:
+        widths: list[int] | None = None
+    else:
+        widths = _widths(columns, cells, wide, out.width)
+        if widths is None:
+            _records(out, columns, cut([cell_limit(out.width, records=True)] * len(columns)))
+            return
+        cells = cut([min(limit, _WIDE_LINES * w) for w in widths])
+    grid = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for i, name in enumerate(columns):
+        grid.add_column(name, overflow="fold", width=None if widths is None else widths[i])
+    for row in cells:
+        grid.add_row(*(Text(text) for text in row))
+    out.print(grid)
+
+
+def _records(out: Console, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Too narrow for the columns side by side: a block of `name  value` lines per row."""
+    from rich.table import Table
+    from rich.text import Text
+
     for row in rows:
-        table.add_row(*(Text(cell(v)) for v in row))
-    console().print(table)
+        record = Table.grid(padding=(0, 2))
+        record.add_column(no_wrap=True)
+        record.add_column(overflow="fold")
+        for name, text in zip(columns, row, strict=True):
+            record.add_row(name, Text(text))
+        out.print("")
+        out.print(record)
 
 
 def say(text: str) -> None:

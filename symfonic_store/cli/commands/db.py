@@ -25,7 +25,9 @@ if TYPE_CHECKING:
 
 
 
-def _migrate(ctx: typer.Context, change: Callable[[Connection], None] | None) -> str:
+def _migrate(
+    ctx: typer.Context, change: Callable[[Connection], None] | None, *, create: bool = False
+) -> str:
     """Run ``change`` on a store connection (no schema check); return the revision after."""
     from alembic.util import CommandError
 
@@ -33,7 +35,7 @@ def _migrate(ctx: typer.Context, change: Callable[[Connection], None] | None) ->
     from ...db.translate import translate_errors
 
     session = get_session(ctx)
-    with session.store() as store, translate_errors(), store.engine.connect() as conn:
+    with session.store(create=create) as store, translate_errors(), store.engine.connect() as conn:
         try:
             if change is not None:
                 with conn.begin():
@@ -60,7 +62,7 @@ def db_upgrade(
     """Migrate the database up to the newest schema (idempotent)."""
     from ...db.migrate import upgrade
 
-    say(_migrate(ctx, lambda conn: upgrade(conn, revision)))
+    say(_migrate(ctx, lambda conn: upgrade(conn, revision), create=True))
 
 
 @db_app.command("downgrade")

@@ -11,6 +11,7 @@ from ..app import (
     DEMO_URL,
     PROG,
     app,
+    check_database,
     get_session,
 )
 from ..render import (
@@ -36,6 +37,7 @@ def demo(ctx: typer.Context) -> None:
     session = get_session(ctx)
     url = session.db or DEMO_URL
     session.remember_password(url)
+    check_database(url, create=True)  # the demo sets its own store up
     result = run_demo(url, say=say)
     say("")
     audit_table(result.audit)

@@ -8,17 +8,20 @@ import io
 import sys
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ... import validation
 from ..app import (
     AuditFormat,
     Problem,
     TableOrJson,
     app,
+    choice,
+    flag,
     get_session,
+    moment,
+    position_or_moment,
     projection_app,
 )
 from ..render import (
@@ -41,19 +44,27 @@ def audit(
     thread: Annotated[str | None, typer.Option("--thread", metavar="T")] = None,
     actor: Annotated[str | None, typer.Option("--actor", metavar="A")] = None,
     since: Annotated[
-        str | None, typer.Option("--since", metavar="ISO", help="Minted at or after (no offset: UTC).")
+        datetime | None,
+        typer.Option(
+            "--since", metavar="ISO", help="Minted at or after (no offset: UTC).", parser=flag(moment)
+        ),
     ] = None,
     until: Annotated[
-        str | None, typer.Option("--until", metavar="ISO", help="Minted at or before (no offset: UTC).")
+        datetime | None,
+        typer.Option(
+            "--until", metavar="ISO", help="Minted at or before (no offset: UTC).", parser=flag(moment)
+        ),
     ] = None,
-    output: Annotated[AuditFormat, typer.Option("--format", help="Output format.")] = AuditFormat.table,
+    output: Annotated[
+        AuditFormat,
+        typer.Option("--format", help="table, json or csv.", parser=flag(choice(AuditFormat))),
+    ] = AuditFormat.table,
 ) -> None:
     """Who approved what: one record per interrupt, oldest first."""
     from ...services.audit import AUDIT_FIELDS
 
-    bounds = validation.moment(since, "--since"), validation.moment(until, "--until")
     with get_session(ctx).store() as store:
-        records = store.audit(thread_id=thread, actor=actor, since=bounds[0], until=bounds[1])
+        records = store.audit(thread_id=thread, actor=actor, since=since, until=until)
     if output is AuditFormat.json:
         emit_json([r.as_dict() for r in records])
     elif output is AuditFormat.csv:
@@ -70,26 +81,26 @@ def audit(
 # --- replay -------------------------------------------------------------------------
 
 
-def _as_of(value: str | None) -> int | datetime | None:
-    if value is None:
-        return None
-    if value.strip().isdigit():
-        return int(value)
-    return validation.moment(value, "--until")
-
-
 @app.command()
 def replay(
     ctx: typer.Context,
     thread: Annotated[str, typer.Argument(metavar="THREAD", show_default=False)],
     until: Annotated[
-        str | None,
-        typer.Option("--until", metavar="POSITION|ISO", help="Stop at a global position or a time."),
+        Any,  # int | datetime: Typer takes no unions
+        typer.Option(
+            "--until",
+            metavar="POSITION|ISO",
+            help="Stop at a global position or a time.",
+            parser=flag(position_or_moment),
+        ),
     ] = None,
-    output: Annotated[TableOrJson, typer.Option("--format", help="Output format.")] = TableOrJson.table,
+    output: Annotated[
+        TableOrJson,
+        typer.Option("--format", help="table or json.", parser=flag(choice(TableOrJson))),
+    ] = TableOrJson.table,
 ) -> None:
     """A thread's history: each event with the state right after it."""
-    bound = _as_of(until)
+    bound: int | datetime | None = until
     with get_session(ctx).store() as store:
         steps = list(store.replay(thread, until=bound))
         if not steps and (bound is None or not store.history(thread)):

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ...errors import (
-    InvalidInputError,
-)
 from ..app import (
     TableOrJson,
     app,
+    choice,
+    flag,
     get_session,
+    json_value,
+    seconds,
 )
 from ..render import (
     age,
@@ -35,9 +35,14 @@ def pending(
     thread: Annotated[str | None, typer.Option("--thread", metavar="T", help="Only this thread.")] = None,
     older_than: Annotated[
         float | None,
-        typer.Option("--older-than", metavar="SECONDS", min=0, help="Only markers older than this."),
+        typer.Option(
+            "--older-than", metavar="SECONDS", help="Only markers older than this.", parser=flag(seconds)
+        ),
     ] = None,
-    output: Annotated[TableOrJson, typer.Option("--format", help="Output format.")] = TableOrJson.table,
+    output: Annotated[
+        TableOrJson,
+        typer.Option("--format", help="table or json.", parser=flag(choice(TableOrJson))),
+    ] = TableOrJson.table,
 ) -> None:
     """The inbox: pending interrupts across all threads, oldest first."""
     with get_session(ctx).store() as store:
@@ -74,17 +79,16 @@ def resume(
     interrupt_id: Annotated[str, typer.Argument(metavar="INTERRUPT_ID", show_default=False)],
     actor: Annotated[str, typer.Option("--actor", metavar="NAME", help="Who answers (recorded).")],
     response: Annotated[
-        str | None,
-        typer.Option("--response", metavar="JSON", help="The answer; none: an acknowledgement."),
+        Any,
+        typer.Option(
+            "--response",
+            metavar="JSON",
+            help="The answer; none: an acknowledgement.",
+            parser=flag(json_value),
+        ),
     ] = None,
 ) -> None:
     """Admit an answer exactly once; print the resume value for Command(resume=...)."""
-    value: Any = None
-    if response is not None:
-        try:
-            value = json.loads(response)
-        except ValueError as exc:
-            raise InvalidInputError("--response", f"is not JSON ({exc})") from None
     with get_session(ctx).store() as store:
-        command = store.resume(thread, interrupt_id, value, actor=actor)
+        command = store.resume(thread, interrupt_id, response, actor=actor)
     emit_json(command.resume, indent=None)

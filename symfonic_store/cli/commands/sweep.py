@@ -18,7 +18,11 @@ from ..app import (
     Problem,
     TableOrJson,
     app,
+    choice,
+    count,
+    flag,
     get_session,
+    seconds,
 )
 from ..render import (
     emit_json,
@@ -67,15 +71,24 @@ def sweep(
     ctx: typer.Context,
     ttl: Annotated[
         float | None,
-        typer.Option("--ttl", metavar="SECONDS", help="Overrides the global --ttl.", show_default=False),
+        typer.Option(
+            "--ttl",
+            metavar="SECONDS",
+            help="Overrides the global --ttl.",
+            show_default=False,
+            parser=flag(seconds),
+        ),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would expire; write nothing.")] = False,
-    batch_size: Annotated[int, typer.Option("--batch-size", metavar="N", min=1)] = 500,
+    batch_size: Annotated[int, typer.Option("--batch-size", metavar="N", parser=flag(count))] = 500,
     graph: Annotated[
         str | None,
         typer.Option("--graph", metavar="MODULE:ATTR", help="Wake each expired thread's graph."),
     ] = None,
-    output: Annotated[TableOrJson, typer.Option("--format", help="Output format.")] = TableOrJson.table,
+    output: Annotated[
+        TableOrJson,
+        typer.Option("--format", help="table or json.", parser=flag(choice(TableOrJson))),
+    ] = TableOrJson.table,
 ) -> None:
     """Expire every stale pending interrupt (the cron job)."""
     from ...langgraph import make_graph_waker
