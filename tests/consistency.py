@@ -23,6 +23,7 @@ import sqlalchemy as sa
 
 from symfonic_store import InterruptStore
 from symfonic_store.db.schema import events as events_table
+from symfonic_store.db.schema import open_interrupts as open_interrupts_table
 from symfonic_store.db.schema import threads as threads_table
 from symfonic_store.db.statements import thread_row
 from symfonic_store.events import ENDINGS, EVENT_TYPES, MINTED
@@ -42,6 +43,17 @@ def _raw_threads(store: InterruptStore) -> dict[str, dict[str, Any]]:
     with store.engine.connect() as conn:
         rows = conn.execute(sa.select(threads_table))
         return {r.thread_id: dict(r._mapping) for r in rows}
+
+
+def _raw_open(store: InterruptStore) -> dict[tuple[str, str], dict[str, Any]]:
+    with store.engine.connect() as conn:
+        rows = conn.execute(sa.select(open_interrupts_table))
+        return {(r.thread_id, r.interrupt_id): dict(r._mapping) for r in rows}
+
+
+def _approx(row: dict[str, Any]) -> dict[str, Any]:
+    # Floats travel through the database: compare the mint time to the microsecond.
+    return {**row, "minted_at": round(row["minted_at"], 6)}
 
 
 def assert_consistent(store: InterruptStore) -> dict[str, dict[str, Any]]:
@@ -79,15 +91,21 @@ def assert_consistent(store: InterruptStore) -> dict[str, dict[str, Any]]:
     projection = _raw_threads(store)
     assert set(projection) == set(versions), "projection rows != threads with events"
     before: dict[str, dict[str, Any]] = {}
+    opened = {k: _approx(v) for k, v in _raw_open(store).items()}
+    folded_open: dict[tuple[str, str], dict[str, Any]] = {}
     for thread_id in sorted(versions):
         history = store.history(thread_id)
         folded = fold(history)[thread_id]
         assert projection[thread_id] == thread_row(folded), thread_id
+        folded_open.update({(thread_id, i): _approx(r) for i, r in folded.open.items()})
         before[thread_id] = store.state(thread_id)
         assert before[thread_id] == folded.as_state(), thread_id
+
+    assert opened == folded_open, "open LangGraph interrupts != the fold of their mints"
 
     assert store.rebuild_projection() == len(raw)
     after = {thread_id: store.state(thread_id) for thread_id in sorted(versions)}
     assert after == before
     assert _raw_threads(store) == projection
+    assert {k: _approx(v) for k, v in _raw_open(store).items()} == opened
     return before

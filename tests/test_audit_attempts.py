@@ -155,7 +155,7 @@ def test_cli_audit_shows_a_count_in_the_table_and_the_list_in_json_and_csv(
     """`audit` prints the number of attempts in its table, the list in --format json, and the JSON-encoded list in the CSV's attempts column."""
     seed(guarded)
     records = run_json("audit", "--format", "json", db=db_url)
-    assert list(records[0])[-1] == "attempts"
+    assert list(records[0])[-4:] == ["attempts", "decision", "action", "action_index"]
     assert records[0]["attempts"] == [
         {"actor": "mallory", "why": "not_allowed", "error": None, "at": at(1).isoformat()},
         {"actor": "bob", "why": "already_resolved", "error": None, "at": at(3).isoformat()},
@@ -176,10 +176,9 @@ def test_cli_audit_shows_a_count_in_the_table_and_the_list_in_json_and_csv(
     table = run_cli("audit", "--thread", "t-1", db=db_url)
     assert table.returncode == 0, table.stderr
     header = next(line for line in table.stdout.splitlines() if "outcome" in line)
-    cells = [c.strip() for c in header.split("┃")]
-    column = cells.index("attempts")
+    start = header.index("attempts")
     counts = [
-        [c.strip() for c in line.split("│")][column]
+        line[start : start + len("attempts")].strip()
         for line in table.stdout.splitlines()
         if "i-1" in line or "i-2" in line
     ]

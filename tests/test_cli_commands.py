@@ -28,6 +28,9 @@ AUDIT_NAMES = [
     "response",
     "resolved_at",
     "attempts",
+    "decision",
+    "action",
+    "action_index",
 ]
 EVENT_COLUMNS = {
     "position",

@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from consistency import assert_consistent
 from graph_rig import config_for, new_store, open_saver, ready
 from native_graphs import (
     Wires,
@@ -29,6 +30,7 @@ from symfonic_store import (
     InterruptAlreadyResolvedError,
     InterruptExpiredError,
     InterruptGateway,
+    InterruptStore,
     UnknownInterruptError,
 )
 
@@ -82,6 +84,10 @@ async def gate_for(
             wires = Wires()
             graph = build(saver, wires, *args, **kwargs)
             yield Gate(InterruptGateway(graph, store), store, driver, wires)
+        # Whatever the pattern did: the projections (the marker slot and the open
+        # LangGraph interrupts) equal the fold of the events, and a rebuild agrees.
+        with InterruptStore(db_url) as check:
+            assert_consistent(check)
     finally:
         await ready(store.aclose() if driver == "ainvoke" else store.close())
 
@@ -194,6 +200,12 @@ async def test_hitl_middleware_batched_request_is_named_and_answered_with_decisi
         (resumed,) = of_type(await gate.history("t-hitl"), "interrupt.resumed")
         assert resumed.data["response"] == decisions
         assert resumed.data["decisions"] == ["reject", "approve"]
+        records = await gate.s("audit", thread_id="t-hitl")
+        assert [(r.action_index, r.action["args"], r.decision, r.actor) for r in records] == [
+            (0, {"amount": 999}, "reject", "alice"),
+            (1, {"amount": 5}, "approve", "alice"),
+        ]
+        assert {r.interrupt_id for r in records} == {opened["interrupt_id"]}
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
@@ -210,6 +222,10 @@ async def test_hitl_middleware_per_call_interrupts_are_answered_one_by_one(db_ur
         assert gate.wires.sent == [400]
         decisions = [e.data["decision"] for e in of_type(await gate.history("t-per-call"), "interrupt.resumed")]
         assert decisions == ["reject", "approve"]
+        records = await gate.s("audit", thread_id="t-per-call")
+        assert sorted((r.actor, r.decision, r.action_index) for r in records) == [
+            ("alice", "reject", None), ("bob", "approve", None)
+        ]
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
@@ -224,6 +240,8 @@ async def test_an_agent_inbox_answer_is_kept_as_the_list_it_is(db_url: str, driv
         (resumed,) = of_type(await gate.history("t-inbox"), "interrupt.resumed")
         assert resumed.data["response"] == [{"type": "accept", "args": None}]
         assert resumed.data["decision"] == "accept"
+        (record,) = await gate.s("audit", thread_id="t-inbox")
+        assert record.decision == "accept" and record.response == [{"type": "accept", "args": None}]
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
@@ -238,6 +256,8 @@ async def test_a_rejected_breakpoint_does_not_run_the_wire(db_url: str, driver: 
         assert (await gate.state("t-bp")).next == ("wire",)
         (resumed,) = of_type(await gate.history("t-bp"), "interrupt.resumed")
         assert resumed.actor == "bob" and resumed.data["decision"] == "rejected"
+        (record,) = await gate.s("audit", thread_id="t-bp")
+        assert (record.outcome, record.decision, record.actor) == ("resumed", "rejected", "bob")
         with pytest.raises(InterruptAlreadyResolvedError):
             await gate.answer("t-bp", opened["interrupt_id"], {"approved": True}, "mallory")
         assert gate.wires.sent == []
@@ -284,3 +304,88 @@ async def test_an_id_langgraph_is_not_waiting_on_is_refused_without_running_the_
         assert gate.wires.sent == []
         (rejected,) = of_type(await gate.history("t-unknown"), "interrupt.resume_rejected")
         assert rejected.data["why"] == "unknown"
+
+
+async def _sweep(gate: Gate, **kwargs: Any) -> Any:
+    return await gate.s("sweep", ttl_seconds=0, on_expired=gate.gateway.waker(), **kwargs)
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_an_expired_hitl_request_wakes_the_agent_with_reject_decisions(db_url: str, driver: str) -> None:
+    """The sweep expires a HITL request; the waker answers one reject per action, nothing is wired, no resume recorded."""
+    async with gate_for(db_url, driver, hitl_agent, 999, 5) as gate:
+        await gate.invoke({"messages": [("user", "pay")]}, "t-exp-hitl")
+        (opened,) = await gate.open("t-exp-hitl")
+        report = await _sweep(gate)
+        assert report.expired == [("t-exp-hitl", opened["interrupt_id"], "ttl")]
+        assert report.wake_failures == []
+        assert gate.wires.sent == []
+        state = await gate.state("t-exp-hitl")
+        assert not state.interrupts and state.values["messages"][-1].content == "done"
+        rejected = [m for m in state.values["messages"] if "expired: ttl" in str(m.content)]
+        assert len(rejected) == 2
+        events = await gate.history("t-exp-hitl")
+        assert of_type(events, "interrupt.resumed") == []
+        (expired,) = of_type(events, "interrupt.expired")
+        assert expired.data == {"reason": "ttl", "detected_by": "sweep"}
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_an_expired_node_interrupt_is_woken_with_the_expiry_value(db_url: str, driver: str) -> None:
+    """A plain interrupt() that expired receives {"expired": true, "reason": "ttl"}; later answers are refused."""
+    async with gate_for(db_url, driver, node_graph) as gate:
+        (paused,) = (await gate.invoke({}, "t-exp-node"))["__interrupt__"]
+        await _sweep(gate)
+        assert (await gate.state("t-exp-node")).values["answers"] == [{"expired": True, "reason": "ttl"}]
+        with pytest.raises(InterruptExpiredError):
+            await gate.answer("t-exp-node", paused.id, {"approved": True}, "alice")
+        assert gate.wires.sent == []
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_an_expired_agent_inbox_request_is_ignored(db_url: str, driver: str) -> None:
+    """Agent Inbox: the expiry answer is a list with one ignore response, as the schema asks."""
+    async with gate_for(db_url, driver, inbox_graph) as gate:
+        await gate.invoke({}, "t-exp-inbox")
+        await _sweep(gate)
+        assert (await gate.state("t-exp-inbox")).values["answers"] == [{"type": "ignore", "args": None}]
+        assert gate.wires.sent == []
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_the_seed_nodes_own_interrupt_is_the_markers_and_is_answered_through_resume(db_url: str, driver: str) -> None:
+    """A marker-protocol graph behind the gateway: nothing minted twice; answer() goes through store.resume (N2)."""
+    from symfonic_store.demo import RefundLedger, build_agent_graph, refund_tools
+
+    store = new_store(db_url, driver)
+    await ready(store.setup())
+    try:
+        async with open_saver(db_url, driver) as saver:
+            ledger = RefundLedger()
+            graph = build_agent_graph(store, checkpointer=saver, tools=refund_tools(ledger))
+            gate = Gate(InterruptGateway(graph, store), store, driver, Wires())
+            await gate.invoke({"messages": [("user", "Please refund $420 to order 1181.")]}, "t-marker")
+            (opened,) = await gate.open("t-marker")
+            assert opened["source"] == "marker"
+            await gate.answer("t-marker", opened["interrupt_id"], {"approved": True}, "alice")
+            events = await gate.history("t-marker")
+            assert len(of_type(events, "interrupt.minted")) == 1
+            (resumed,) = of_type(events, "interrupt.resumed")
+            assert resumed.actor == "alice" and resumed.data["response"] == {"approved": True}
+            assert len(ledger.issued) == 1
+    finally:
+        await ready(store.aclose() if driver == "ainvoke" else store.close())
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_stream_and_astream_record_after_the_stream_ends(db_url: str, driver: str) -> None:
+    """gate.stream / gate.astream yield the graph's own chunks, then record the interrupt."""
+    async with gate_for(db_url, driver, node_graph) as gate:
+        config = config_for("t-stream")
+        if driver == "ainvoke":
+            chunks = [c async for c in gate.gateway.astream({}, config)]
+        else:
+            chunks = list(gate.gateway.stream({}, config))
+        assert any("__interrupt__" in c for c in chunks)
+        (opened,) = await gate.open("t-stream")
+        assert opened["name"] == "wire_approval"

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
 from ..events import ENDINGS, MINTED, RESUME_REJECTED, ROUTE_DECIDED, NewEvent, StoredEvent
+from ..native import NATIVE_SOURCE
 from ..projection import ThreadState
 from .executor import executor_for
 from .schema import claims, events, open_interrupts, threads, wakeups
@@ -464,6 +465,32 @@ def audit_attempts_query(*, thread_id: str | None, actor: str | None) -> sa.Sele
     return query
 
 
+def _is_marker_mint() -> sa.ColumnElement[bool]:
+    """A seed marker's mint (a LangGraph interrupt's mint records ``source``)."""
+    return sa.and_(
+        events.c.type == MINTED,
+        sa.func.coalesce(events.c.data["source"].as_string(), "") != NATIVE_SOURCE,
+    )
+
+
+def open_native_mints_query() -> sa.Select[Any]:
+    """The mints of LangGraph interrupts without an ending: the open-interrupts fold."""
+    ending = events.alias("ending_event")
+    return (
+        sa.select(*EVENT_COLUMNS)
+        .where(events.c.type == MINTED)
+        .where(events.c.data["source"].as_string() == NATIVE_SOURCE)
+        .where(
+            ~sa.exists().where(
+                ending.c.thread_id == events.c.thread_id,
+                ending.c.interrupt_id == events.c.interrupt_id,
+                ending.c.type.in_(ENDINGS),
+            )
+        )
+        .order_by(events.c.thread_id, events.c.version)
+    )
+
+
 def projection_rows_query() -> sa.Select[Any]:
     """Per thread, in one set-based pass: what the fold of its events leaves behind.
 
@@ -479,7 +506,7 @@ def projection_rows_query() -> sa.Select[Any]:
             sa.func.max(events.c.version).label("version"),
             sa.func.count().label("events"),
             sa.func.max(
-                sa.case((events.c.type == MINTED, events.c.version), else_=None)
+                sa.case((_is_marker_mint(), events.c.version), else_=None)
             ).label("mint_version"),
             sa.func.max(
                 sa.case(
@@ -682,3 +709,38 @@ def unreachable_heads(conn: Connection) -> list[tuple[str, int]]:
         .order_by(threads.c.thread_id)
     )
     return [(str(t), int(v)) for t, v in conn.execute(query)]
+
+
+def stale_open_interrupts(
+    conn: Connection,
+    *,
+    cutoff: float,
+    after: tuple[str, str],
+    limit: int,
+    thread_ids: Sequence[str] | None = None,
+) -> list[dict[str, Any]]:
+    """Open LangGraph interrupts minted before ``cutoff`` with no answer in flight.
+
+    Keyset-paged on ``(thread_id, interrupt_id)``. Not locked: the sweep takes each
+    thread's lock and reads what is still open under it.
+    """
+    names = [c.key for c in OPEN_COLUMNS]
+    query = (
+        sa.select(*OPEN_COLUMNS)
+        .where(open_interrupts.c.minted_at < cutoff)
+        .where(
+            sa.tuple_(open_interrupts.c.thread_id, open_interrupts.c.interrupt_id)
+            > sa.tuple_(sa.literal(after[0]), sa.literal(after[1]))
+        )
+        .where(
+            ~sa.exists().where(
+                claims.c.thread_id == open_interrupts.c.thread_id,
+                claims.c.interrupt_id == open_interrupts.c.interrupt_id,
+            )
+        )
+        .order_by(open_interrupts.c.thread_id, open_interrupts.c.interrupt_id)
+        .limit(limit)
+    )
+    if thread_ids is not None:
+        query = query.where(open_interrupts.c.thread_id.in_(thread_ids))
+    return [dict(zip(names, r, strict=True)) for r in conn.execute(query)]

@@ -9,8 +9,10 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
+from .. import native
 from ..db.statements import audit_attempts_query, audit_query
 from ..events import RESUMED
+from ..projection import is_native_mint
 
 AUDIT_FIELDS = (
     "thread_id",
@@ -24,6 +26,9 @@ AUDIT_FIELDS = (
     "response",
     "resolved_at",
     "attempts",
+    "decision",
+    "action",
+    "action_index",
 )
 
 
@@ -47,6 +52,14 @@ class AuditRecord:
     """The refused answers (``interrupt.resume_rejected``), in the order they happened:
     ``{"actor", "why", "error", "at"}``, ``error`` None unless the refusal names one,
     ``at`` a timezone-aware UTC datetime."""
+    decision: str | None = None
+    """The answer's decision type (SPEC §8): ``approve``/``edit``/``reject``/``respond``
+    (HITL middleware), ``accept``/``edit``/``response``/``ignore`` (Agent Inbox),
+    ``approved``/``rejected`` (a breakpoint), else None."""
+    action: Any = None
+    """For a batched HITL request: the action request this record is about."""
+    action_index: int | None = None
+    """For a batched HITL request: the action request's index (records share the id)."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: datetimes as ISO 8601 UTC."""
@@ -62,6 +75,9 @@ class AuditRecord:
             "response": self.response,
             "resolved_at": None if self.resolved_at is None else self.resolved_at.isoformat(),
             "attempts": [{**a, "at": a["at"].isoformat()} for a in self.attempts],
+            "decision": self.decision,
+            "action": self.action,
+            "action_index": self.action_index,
         }
 
     def as_csv_row(self) -> list[str]:
@@ -85,6 +101,15 @@ def _minted_at(marker: dict[str, Any], recorded: datetime) -> datetime:
         except (OverflowError, OSError, ValueError):
             return recorded
     return recorded
+
+
+def _decisions(marker: dict[str, Any], end_type: str | None, end_data: Any) -> list[str | None]:
+    """The decision types the answer recorded (LangGraph interrupts only)."""
+    if end_type != RESUMED or not is_native_mint(marker) or not isinstance(end_data, dict):
+        return []
+    if "decisions" in end_data:
+        return list(end_data["decisions"])
+    return [end_data.get("decision")]
 
 
 def audit(
@@ -118,19 +143,29 @@ def audit(
             outcome, reason, response = "resumed", None, end_data.get("response")
         else:
             outcome, reason, response = "expired", end_data.get("reason"), None
-        record = AuditRecord(
-            thread_id=t_id,
-            interrupt_id=i_id,
-            name=marker.get("name"),
-            payload=marker.get("payload"),
-            minted_at=minted_at,
-            outcome=outcome,
-            reason=reason,
-            actor=end_actor,
-            response=response,
-            resolved_at=end_at,
-            attempts=attempts.get((t_id, i_id), []),
-        )
+        common = {
+            "thread_id": t_id,
+            "interrupt_id": i_id,
+            "name": marker.get("name"),
+            "payload": marker.get("payload"),
+            "minted_at": minted_at,
+            "outcome": outcome,
+            "reason": reason,
+            "actor": end_actor,
+            "response": response,
+            "resolved_at": end_at,
+            "attempts": attempts.get((t_id, i_id), []),
+        }
+        found = _decisions(marker, end_type, end_data)
+        requests = native.action_requests(marker.get("payload")) if is_native_mint(marker) else None
+        if requests:
+            # A batched HITL request: one record per action request, sharing the id.
+            for index, action in enumerate(requests):
+                decision = found[index] if index < len(found) else None
+                record = AuditRecord(**common, decision=decision, action=action, action_index=index)
+                records.append((minted_at, position, record))
+            continue
+        record = AuditRecord(**common, decision=found[0] if found else None)
         records.append((minted_at, position, record))
     records.sort(key=lambda item: (item[0], item[1]))
     return [record for _, _, record in records]

@@ -7,13 +7,17 @@ from collections.abc import Callable
 from sqlalchemy.engine import Connection
 
 from ..db.statements import (
+    delete_all_open_interrupts,
     delete_all_threads,
+    insert_open_interrupts,
     insert_threads,
+    open_native_mints_query,
     projection_rows_query,
+    stream_events,
     unreachable_heads,
 )
 from ..errors import ProjectionMismatchError
-from ..projection import ThreadState, marker_from_data
+from ..projection import ThreadState, marker_from_data, open_from_event
 
 _BATCH = 2000
 
@@ -61,6 +65,7 @@ def rebuild(conn: Connection, *, progress: Progress | None = None, force: bool =
     if not force:
         refuse_unreachable_heads(conn)
     delete_all_threads(conn)
+    _rebuild_open_interrupts(conn)
     folded = 0
     batch: list[ThreadState] = []
     result = conn.execute(projection_rows_query(), execution_options={"yield_per": _BATCH})
@@ -86,3 +91,16 @@ def rebuild(conn: Connection, *, progress: Progress | None = None, force: bool =
     if progress is not None:
         progress(folded)
     return folded
+
+
+def _rebuild_open_interrupts(conn: Connection) -> None:
+    """The open LangGraph interrupts: each native mint without an ending (SPEC §8)."""
+    delete_all_open_interrupts(conn)
+    batch = []
+    for event in stream_events(conn, open_native_mints_query()):
+        batch.append(open_from_event(event))
+        if len(batch) >= _BATCH:
+            insert_open_interrupts(conn, batch)
+            batch = []
+    if batch:
+        insert_open_interrupts(conn, batch)

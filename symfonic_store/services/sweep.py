@@ -34,15 +34,18 @@ from sqlalchemy.engine import Connection
 
 from ..append import ThreadWriter, flush
 from ..db.statements import (
+    claim_rows,
     claim_wakeups,
     claimable_wakeups,
     count_wakeups,
     delete_wakeup,
     insert_wakeups,
+    open_rows,
     record_failed_wakeup,
     release_claims,
     renew_claims,
     stale_candidates,
+    stale_open_interrupts,
 )
 from ..events import EXPIRED
 from ..protocol import PENDING_KEY, stale_reason
@@ -129,6 +132,8 @@ class SweepBatch:
     expired: list[Expiry]
     last_thread: str | None
     """The keyset cursor for the next batch; None when there is nothing further."""
+    last_key: tuple[str, str] | None = None
+    """The ``(thread_id, interrupt_id)`` cursor of a batch of LangGraph interrupts."""
 
 
 @dataclass(slots=True)
@@ -205,6 +210,74 @@ def sweep_batch(
     insert_wakeups(conn, owed)
     last = candidates[-1].thread_id if len(candidates) == batch_size else None
     return SweepBatch(expired, last)
+
+
+def _owed_row(w: ThreadWriter, event: Any, reason: str, claim: WakeClaim | None, now: float) -> dict[str, Any]:
+    return {
+        "thread_id": w.thread_id,
+        "interrupt_id": event.interrupt_id,
+        "reason": reason,
+        "expired_version": event.version,
+        "expired_at": event.occurred_at,
+        "attempts": 0,
+        "claimed_by": None if claim is None else claim.id,
+        "claimed_until": None if claim is None else now + WAKE_LEASE_SECONDS,
+    }
+
+
+def sweep_native_batch(
+    conn: Connection,
+    *,
+    ttl_seconds: float,
+    after: tuple[str, str],
+    batch_size: int,
+    dry_run: bool,
+    thread_ids: Sequence[str] | None = None,
+    claim: WakeClaim | None = None,
+) -> SweepBatch:
+    """As :func:`sweep_batch`, for open LangGraph interrupts older than the TTL.
+
+    An interrupt with an answer in flight (a gateway claim) is left alone: its graph
+    run settles it. Keyset-paged on ``(thread_id, interrupt_id)``.
+    """
+    now = time.time()
+    rows = stale_open_interrupts(
+        conn,
+        cutoff=now - ttl_seconds + _CUTOFF_MARGIN,
+        after=after,
+        limit=batch_size,
+        thread_ids=thread_ids,
+    )
+    expired: list[Expiry] = []
+    writers: dict[str, ThreadWriter] = {}
+    still_open: dict[str, set[str]] = {}
+    owed: list[dict[str, Any]] = []
+    for row in rows:
+        if not now - row["minted_at"] > ttl_seconds:  # the predicate's rule (P4)
+            continue
+        expired.append((row["thread_id"], row["interrupt_id"], "ttl"))
+        if dry_run:
+            continue
+        w = writers.get(row["thread_id"])
+        if w is None:
+            # The thread's lock decides (as for every append); what is still open is
+            # read under it, so a concurrent sweep or answer is never expired over.
+            w = writers[row["thread_id"]] = ThreadWriter(conn, row["thread_id"])
+            still_open[row["thread_id"]] = {
+                r["interrupt_id"] for r in open_rows(conn, row["thread_id"])
+            } - set(claim_rows(conn, row["thread_id"]))
+        if row["interrupt_id"] not in still_open[row["thread_id"]]:
+            expired.pop()
+            continue
+        event = w.append(
+            EXPIRED, interrupt_id=row["interrupt_id"], data={"reason": "ttl", "detected_by": "sweep"}
+        )
+        owed.append(_owed_row(w, event, "ttl", claim, now))
+    flush(conn, list(writers.values()))
+    if owed:
+        insert_wakeups(conn, owed)
+    last = (rows[-1]["thread_id"], rows[-1]["interrupt_id"]) if len(rows) == batch_size else None
+    return SweepBatch(expired, None, last)
 
 
 def claim_owed(

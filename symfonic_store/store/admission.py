@@ -441,7 +441,7 @@ def record_checkpoint_moved(
                 RESUMED,
                 interrupt_id=row["interrupt_id"],
                 actor=actor,
-                data={"response": None, "via": "direct", "decision": "bypassed"},
+                data={"response": None, "via": "direct", "decision": "approved", "bypass": True},
             )
         else:
             w.append(

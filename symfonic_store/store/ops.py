@@ -59,6 +59,7 @@ from ..services.sweep import (
     let_go,
     settle_wakeup,
     sweep_batch,
+    sweep_native_batch,
 )
 from ..services.verify import VerifyReport, verify
 from . import admission, lifecycle
@@ -636,6 +637,27 @@ class Operations:
                     if batch.last_thread is None:
                         break
                     after = batch.last_thread
+                # LangGraph's own interrupts: the TTL applies to them too (SPEC §8).
+                native_after: tuple[str, str] = ("", "")
+                while ttl is not None:
+                    nbatch = yield Op(
+                        partial(
+                            sweep_native_batch,
+                            ttl_seconds=ttl,
+                            after=native_after,
+                            batch_size=size,
+                            dry_run=dry_run,
+                            thread_ids=scope,
+                            claim=claim,
+                        ),
+                        write=not dry_run,
+                    )
+                    report.expired.extend(nbatch.expired)
+                    if wake is not None and claim is not None:
+                        yield from _wake(report, wake, claim, nbatch.expired, owed_before=False)
+                    if nbatch.last_key is None:
+                        break
+                    native_after = nbatch.last_key
                 owed: int = yield Op(partial(count_owed, thread_ids=scope), write=False)
                 report.owed = (report.owed or 0) + owed
         except SymfonicStoreError as exc:
