@@ -389,3 +389,31 @@ async def test_stream_and_astream_record_after_the_stream_ends(db_url: str, driv
         assert any("__interrupt__" in c for c in chunks)
         (opened,) = await gate.open("t-stream")
         assert opened["name"] == "wire_approval"
+
+
+@pytest.mark.parametrize("consumed", [True, False], ids=["consumed", "not-consumed"])
+async def test_a_claim_left_by_a_dead_process_is_settled_by_the_next_sweep(db_url: str, consumed: bool) -> None:
+    """A gateway that claimed and died: the sweep looks at the checkpoint -- consumed: resumed; not: released and reopened."""
+    from datetime import UTC, datetime, timedelta
+
+    from freezegun import freeze_time
+    from langgraph.types import Command
+
+    async with gate_for(db_url, "invoke", node_graph) as gate:
+        (paused,) = (await gate.invoke({}, "t-dead"))["__interrupt__"]
+        gate.store.claim("t-dead", paused.id, {"approved": True}, actor="alice")  # then the process died
+        if consumed:  # ... after LangGraph took the answer
+            gate.gateway.graph.invoke(Command(resume={paused.id: {"approved": True}}), config_for("t-dead"))
+        assert gate.store.sweep(on_expired=gate.gateway.waker()).claims_settled == []  # within the lease
+        with freeze_time(datetime.now(UTC) + timedelta(hours=1)):
+            report = gate.store.sweep(on_expired=gate.gateway.waker())
+        assert report.claims_settled == [("t-dead", paused.id, "resumed" if consumed else "released")]
+        events = await gate.history("t-dead")
+        if consumed:
+            (resumed,) = of_type(events, "interrupt.resumed")
+            assert resumed.actor == "alice" and gate.wires.sent == [999]
+        else:
+            (released,) = of_type(events, "interrupt.resume_rejected")
+            assert released.actor == "alice" and released.data["why"] == "not_taken"
+            await gate.answer("t-dead", paused.id, {"approved": True}, "bob")
+            assert gate.wires.sent == [999]

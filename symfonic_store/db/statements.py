@@ -744,3 +744,17 @@ def stale_open_interrupts(
     if thread_ids is not None:
         query = query.where(open_interrupts.c.thread_id.in_(thread_ids))
     return [dict(zip(names, r, strict=True)) for r in conn.execute(query)]
+
+
+def stale_claims(
+    conn: Connection, *, claimed_before: float, thread_ids: Sequence[str] | None = None
+) -> list[tuple[str, str]]:
+    """Claims older than ``claimed_before``: answers whose process may be gone."""
+    query = (
+        sa.select(claims.c.thread_id, claims.c.interrupt_id)
+        .where(claims.c.claimed_at < claimed_before)
+        .order_by(claims.c.claimed_at)
+    )
+    if thread_ids is not None:
+        query = query.where(claims.c.thread_id.in_(thread_ids))
+    return [(r[0], r[1]) for r in conn.execute(query)]

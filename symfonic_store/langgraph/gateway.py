@@ -185,7 +185,7 @@ class InterruptGateway:
             raise InvalidInputError(
                 "graph", f"must be a compiled LangGraph graph, got {type(graph).__name__}"
             )
-        if getattr(graph, "checkpointer", None) is None:
+        if hasattr(graph, "checkpointer") and graph.checkpointer is None:
             raise InvalidInputError(
                 "graph", "has no checkpointer: compile it with checkpointer=... to pause and resume"
             )
@@ -473,25 +473,63 @@ class InterruptGateway:
         yield _Graph("invoke", (Command(resume={interrupt_id: answer}), cfg))
         return True
 
+    def _settle(self, thread_id: str, interrupt_id: str) -> _Plan:
+        snapshot = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
+        if any(w["interrupt_id"] == interrupt_id for w in waiting_on(snapshot)):
+            released = yield _Store(
+                "release",
+                (thread_id, interrupt_id),
+                {"error": "the process answering it stopped before the graph took the answer"},
+            )
+            return "released" if released else None
+        confirmed = yield _Store("confirm", (thread_id, interrupt_id))
+        return "resumed" if confirmed else None
+
+    def settle_claim(self, thread_id: str, interrupt_id: str) -> str | None:
+        """Settle an answer whose process stopped before it settled, from the checkpoint.
+
+        LangGraph no longer waits on the interrupt: the answer was consumed, and the
+        claim becomes ``interrupt.resumed`` (``"resumed"``). It still waits: the claim is
+        released as ``not_taken`` and the interrupt reopens (``"released"``). The sweep
+        calls this for claims older than its lease when ``on_expired`` is :meth:`waker`.
+        """
+        return self._drive(self._settle(thread_id, interrupt_id))  # type: ignore[no-any-return]
+
+    async def asettle_claim(self, thread_id: str, interrupt_id: str) -> str | None:
+        """As :meth:`settle_claim`, through the graph's async API."""
+        return await self._adrive(self._settle(thread_id, interrupt_id))  # type: ignore[no-any-return]
+
     def waker(self) -> Callable[[str, str, str], Any]:
         """An ``on_expired`` callback for ``store.sweep`` that wakes each expired interrupt.
 
         It resumes the thread by interrupt id with the expiry answer (``on_expiry``)
         when the graph still waits on it, and records no resume: the interrupt stays
-        expired. With an :class:`~symfonic_store.AsyncInterruptStore` it is a coroutine
-        function (``await store.sweep(on_expired=gate.waker())``).
+        expired. It also lets the sweep settle answers whose process died
+        (:meth:`settle_claim`). With an :class:`~symfonic_store.AsyncInterruptStore` it
+        is a coroutine function (``await store.sweep(on_expired=gate.waker())``).
         """
-        if self._async_store:
+        return _Waker(self)
 
-            async def awake(thread_id: str, interrupt_id: str, reason: str) -> bool:
-                return bool(await self._adrive(self._wake(thread_id, interrupt_id, reason)))
 
-            return awake
+class _Waker:
+    """``gate.waker()``: wakes expired interrupts, and settles abandoned answers."""
 
-        def wake(thread_id: str, interrupt_id: str, reason: str) -> bool:
-            return bool(self._drive(self._wake(thread_id, interrupt_id, reason)))
+    def __init__(self, gate: InterruptGateway) -> None:
+        self.gate = gate
 
-        return wake
+    def __call__(self, thread_id: str, interrupt_id: str, reason: str) -> Any:
+        plan = self.gate._wake(thread_id, interrupt_id, reason)
+        if self.gate._async_store:
+            return self._awake(plan)
+        return bool(self.gate._drive(plan))
+
+    async def _awake(self, plan: _Plan) -> bool:
+        return bool(await self.gate._adrive(plan))
+
+    def settle_claim(self, thread_id: str, interrupt_id: str) -> Any:
+        if self.gate._async_store:
+            return self.gate.asettle_claim(thread_id, interrupt_id)
+        return self.gate.settle_claim(thread_id, interrupt_id)
 
 
 def _resume_write(pending_writes: Any, task_id: str) -> list[Any] | None:

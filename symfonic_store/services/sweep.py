@@ -53,6 +53,11 @@ from ..protocol import PENDING_KEY, stale_reason
 Expiry = tuple[str, str, str]
 """``(thread_id, interrupt_id, reason)``"""
 
+CLAIM_LEASE_SECONDS = 900.0
+"""How long a gateway answer may hold its claim before a sweep treats its process as
+gone and settles it from the thread's checkpoint (a graph step running longer than this
+would see its answer settled under it)."""
+
 WAKE_LEASE_SECONDS = 600.0
 """How long a sweep holds the owed wake-ups it is delivering (renewed as it goes); a
 sweep that died lets them go when the lease runs out."""
@@ -75,6 +80,12 @@ class SweepReport:
     """False when the sweep stopped partway (:class:`~symfonic_store.SweepIncompleteError`):
     the report then lists only what was committed before the failure."""
     redelivered: list[Expiry] = field(default_factory=list)
+    claims_settled: list[tuple[str, str, str]] = field(default_factory=list)
+    """``(thread_id, interrupt_id, outcome)`` for each gateway answer whose process
+    stopped before it settled (SPEC §8): ``resumed`` when the thread's checkpoint shows
+    LangGraph took it, ``released`` (recorded ``not_taken``, the interrupt open again)
+    when it did not. Only a sweep whose ``on_expired`` is a gateway's ``waker()``
+    settles claims: it can look at the checkpoint."""
     """Owed wake-ups of earlier expiries that this sweep delivered (``on_expired``
     returned): deliveries, not new expiries."""
     owed: int | None = None
@@ -104,6 +115,9 @@ class SweepReport:
                 {"thread_id": t, "interrupt_id": i, "reason": r} for t, i, r in self.redelivered
             ],
             "owed": self.owed,
+            "claims_settled": [
+                {"thread_id": t, "interrupt_id": i, "outcome": o} for t, i, o in self.claims_settled
+            ],
         }
 
     def __str__(self) -> str:
@@ -124,6 +138,8 @@ class SweepReport:
             text += f"; {len(self.wake_failures)} wake-up(s) failed"
         if self.owed:
             text += f"; {self.owed} wake-up(s) {'owed' if self.dry_run else 'still owed'}"
+        if self.claims_settled:
+            text += f"; settled {len(self.claims_settled)} abandoned answer(s)"
         return text
 
 

@@ -40,6 +40,7 @@ from ..db.statements import (
     pending_threads,
     read_open_interrupts,
     read_page,
+    stale_claims,
     thread_events_query,
 )
 from ..errors import InvalidInputError, SweepIncompleteError, SymfonicStoreError
@@ -51,6 +52,7 @@ from ..services.audit import AuditRecord, audit
 from ..services.rebuild import Progress, rebuild
 from ..services.replay import Replay
 from ..services.sweep import (
+    CLAIM_LEASE_SECONDS,
     Expiry,
     SweepReport,
     WakeClaim,
@@ -240,6 +242,26 @@ def _wake(
             ),
             write=True,
         )
+
+
+def _settle_claims(
+    report: SweepReport, settle: Callable[[str, str], Any], scope: tuple[str, ...] | None
+) -> Plan[None]:
+    """Settle the gateway answers whose process stopped before they settled (SPEC §8)."""
+    stale: list[tuple[str, str]] = yield Op(
+        partial(
+            stale_claims, claimed_before=time.time() - CLAIM_LEASE_SECONDS, thread_ids=scope
+        ),
+        write=False,
+    )
+    for thread_id, interrupt_id in stale:
+        try:
+            outcome = yield Call(settle, (thread_id, interrupt_id))
+        except Exception as exc:
+            report.wake_failed(thread_id, interrupt_id, exc)
+            continue
+        if outcome:
+            report.claims_settled.append((thread_id, interrupt_id, str(outcome)))
 
 
 def _deliver_owed(
@@ -617,6 +639,9 @@ class Operations:
             for scope in _scopes(only):
                 if wake is not None and claim is not None:
                     yield from _deliver_owed(report, wake, claim, scope, size)
+                settle = getattr(wake, "settle_claim", None)
+                if callable(settle):
+                    yield from _settle_claims(report, settle, scope)
                 after = ""
                 while True:
                     batch = yield Op(

@@ -87,8 +87,33 @@ def resume(
             parser=flag(json_value),
         ),
     ] = None,
+    graph: Annotated[
+        str | None,
+        typer.Option(
+            "--graph",
+            metavar="MODULE:ATTR",
+            help="Answer through this graph's gateway and resume it (LangGraph interrupts).",
+        ),
+    ] = None,
 ) -> None:
-    """Admit an answer exactly once; print the resume value for Command(resume=...)."""
+    """Admit an answer exactly once; print the resume value for Command(resume=...).
+
+    With --graph the answer goes through the graph's gateway (two phases: it is
+    recorded as resumed only once the graph took it) and the graph is resumed; it
+    prints {"outcome": "resumed", ...}. A LangGraph interrupt needs --graph.
+    """
+    from .sweep import gateway_for, import_graph
+
+    compiled = None if graph is None else import_graph(graph)
     with get_session(ctx).store() as store:
-        command = store.resume(thread, interrupt_id, response, actor=actor)
-    emit_json(command.resume, indent=None)
+        if compiled is None:
+            command = store.resume(thread, interrupt_id, response, actor=actor)
+        else:
+            gateway_for(compiled, store).answer(thread, interrupt_id, response, actor=actor)
+    if compiled is None:
+        emit_json(command.resume, indent=None)
+    else:
+        emit_json(
+            {"outcome": "resumed", "thread_id": thread, "interrupt_id": interrupt_id, "actor": actor},
+            indent=None,
+        )

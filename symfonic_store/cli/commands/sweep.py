@@ -66,6 +66,28 @@ def import_graph(spec: str) -> Any:
     return target
 
 
+def gateway_for(compiled: Any, store: Any) -> Any:
+    """The gateway of a ``--graph`` on the command's store (LangGraph loads here)."""
+    from ...langgraph import InterruptGateway
+
+    return InterruptGateway(compiled, store)
+
+
+class _Counting:
+    """The gateway's waker, counting the graphs it woke (and settling abandoned answers)."""
+
+    def __init__(self, gateway: Any, woken: list[tuple[str, str]]) -> None:
+        self.waker = gateway.waker()
+        self.woken = woken
+
+    def __call__(self, thread_id: str, interrupt_id: str, reason: str) -> None:
+        if self.waker(thread_id, interrupt_id, reason):
+            self.woken.append((thread_id, interrupt_id))
+
+    def settle_claim(self, thread_id: str, interrupt_id: str) -> Any:
+        return self.waker.settle_claim(thread_id, interrupt_id)
+
+
 @app.command()
 def sweep(
     ctx: typer.Context,
@@ -91,19 +113,11 @@ def sweep(
     ] = TableOrJson.table,
 ) -> None:
     """Expire every stale pending interrupt (the cron job)."""
-    from ...langgraph import make_graph_waker
-
-    on_expired = None
     woken: list[tuple[str, str]] = []
-    if graph is not None:
-        waker = make_graph_waker(import_graph(graph))
-
-        def on_expired(thread_id: str, interrupt_id: str, reason: str) -> None:
-            if waker(thread_id, interrupt_id, reason):
-                woken.append((thread_id, interrupt_id))
-
+    compiled = None if graph is None else import_graph(graph)
     stopped: SweepIncompleteError | None = None
     with get_session(ctx).store() as store:
+        on_expired = None if compiled is None else _Counting(gateway_for(compiled, store), woken)
         try:
             report = store.sweep(
                 ttl_seconds=ttl, dry_run=dry_run, batch_size=batch_size, on_expired=on_expired
