@@ -404,3 +404,49 @@ def test_a_wheel_installed_in_a_fresh_venv_migrates_a_new_database(tmp_path: Pat
         assert layout(new_db)["triggers"] == expected_triggers(new_db)
     finally:
         new_db.dispose()
+
+
+def _native_mint(store: InterruptStore, thread_id: str) -> str:
+    """Record a LangGraph interrupt the way the gateway does, without a graph."""
+    interrupt_id = "a" * 32
+    store.record_waiting(
+        thread_id,
+        [{"interrupt_id": interrupt_id, "value": {"name": "wire"}, "task_id": "task-1",
+          "checkpoint_id": "cp-1", "checkpoint_ns": "", "breakpoint": False}],
+        graph="payments",
+    )
+    return interrupt_id
+
+
+def test_0003_upgrades_a_database_with_markers_and_downgrades_while_it_holds_none(
+    engine: Engine, db_url: str
+) -> None:
+    """0003 adds the open-interrupts and claims tables under existing markers; back to 0002 removes only them."""
+    migrate(engine, "up", "0002_owed_wakeups")
+    with InterruptStore(engine) as store:
+        store._schema_ok = True  # at 0002 on purpose: write a marker the old way
+        kept = mint_stale(store, "t-marker", age=10)
+    migrate(engine, "up", "head")
+    assert tables(engine) == STORE_TABLES
+    with InterruptStore(db_url) as store:
+        assert store.open_interrupts("t-marker")[0]["interrupt_id"] == kept
+        assert store.open_interrupts("t-marker")[0]["source"] == "marker"
+    migrate(engine, "down", "0002_owed_wakeups")
+    assert tables(engine) == {EVENTS_TABLE, THREADS_TABLE, WAKEUPS_TABLE}
+    migrate(engine, "up", "head")
+    with InterruptStore(db_url) as store:
+        assert store.verify().ok
+
+
+def test_downgrading_below_0003_refuses_while_the_log_holds_langgraph_interrupts(
+    engine: Engine, db_url: str
+) -> None:
+    """With a LangGraph interrupt in the log, the downgrade to 0002 is refused and changes nothing."""
+    migrate(engine, "up", "head")
+    with InterruptStore(db_url) as store:
+        interrupt_id = _native_mint(store, "t-native")
+    with pytest.raises(CommandError, match="LangGraph interrupt"):
+        migrate(engine, "down", "0002_owed_wakeups")
+    assert revision_of(engine) == head_revision()
+    with InterruptStore(db_url) as store:
+        assert [o["interrupt_id"] for o in store.open_interrupts("t-native")] == [interrupt_id]

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
+from alembic.util import CommandError
 
 revision: str = "0003_native_interrupts"
 down_revision: str | None = "0002_owed_wakeups"
@@ -68,7 +69,7 @@ def downgrade() -> None:
         .where(events.c.data["source"].as_string() == "langgraph")
     ).scalar_one()
     if native:
-        raise RuntimeError(
+        raise CommandError(
             f"refusing to downgrade past 0003_native_interrupts: the event log holds {native} "
             "LangGraph interrupt(s), which older releases would read as seed markers; "
             "keep this release (or archive those threads first)"
