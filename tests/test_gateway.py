@@ -417,3 +417,16 @@ async def test_a_claim_left_by_a_dead_process_is_settled_by_the_next_sweep(db_ur
             assert released.actor == "alice" and released.data["why"] == "not_taken"
             await gate.answer("t-dead", paused.id, {"approved": True}, "bob")
             assert gate.wires.sent == [999]
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_expired_per_call_approvals_are_rejected_in_the_requests_own_schema(db_url: str, driver: str) -> None:
+    """Per-call HITL: each expired ToolApprovalRequest is answered with a reject its response_schema accepts."""
+    async with gate_for(db_url, driver, hitl_agent, 300, 400, mode="per_call") as gate:
+        await gate.invoke({"messages": [("user", "pay")]}, "t-exp-per-call")
+        assert len(await gate.open("t-exp-per-call")) == 2
+        report = await _sweep(gate)
+        assert len(report.expired) == 2 and report.wake_failures == []
+        state = await gate.state("t-exp-per-call")
+        assert not state.interrupts and gate.wires.sent == []
+        assert sum("expired: ttl" in str(m.content) for m in state.values["messages"]) == 2
