@@ -333,7 +333,9 @@ def test_the_command_line_masks_a_password_that_a_users_graph_puts_in_its_errors
 
     class LeakyGraph:
         def get_state(self, config: Any) -> Any:
-            return SimpleNamespace(interrupts=[SimpleNamespace(value={"interrupt_id": "i-wake"})])
+            # What LangGraph shows for the seed node's interrupt (rule N1), under its own id.
+            n1 = {"type": "interrupt", "name": "approval", "interrupt_id": "i-wake", "payload": {}}
+            return SimpleNamespace(interrupts=[SimpleNamespace(id="lg-1", value=n1)], tasks=())
 
         def invoke(self, *args: Any, **kwargs: Any) -> Any:
             raise RuntimeError(f"the checkpointer at {url} went away (password {password_of(style)})")
