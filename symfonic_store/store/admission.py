@@ -41,13 +41,14 @@ from ..errors import (
     InterruptAlreadyResolvedError,
     InterruptExpiredError,
     InterruptInProgressError,
+    InterruptStateError,
     InvalidInputError,
     ResumeNotAllowedError,
     UnknownInterruptError,
 )
 from ..events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED
 from ..projection import is_native_mint
-from .lifecycle import Rules
+from .lifecycle import Rules, refuse
 
 
 def json_safe(value: Any) -> Any:
@@ -167,17 +168,10 @@ def _refuse(
     response: Any,
     actor: str | None,
     why: str,
-    error: Exception,
+    error: InterruptStateError,
     **extra: Any,
 ) -> Refusal:
-    w.append(
-        RESUME_REJECTED,
-        interrupt_id=interrupt_id,
-        actor=actor,
-        data={"response": response, "why": why, "via": "gateway", **extra},
-    )
-    flush(w.conn, [w])
-    return Refusal(error)  # type: ignore[arg-type]
+    return refuse(w, interrupt_id, response, actor, why, error, via="gateway", **extra)
 
 
 def claim(

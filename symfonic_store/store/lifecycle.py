@@ -18,6 +18,7 @@ from ..db.statements import interrupt_events, was_minted
 from ..errors import (
     InterruptAlreadyResolvedError,
     InterruptExpiredError,
+    InterruptStateError,
     InvalidInputError,
     ProjectionMismatchError,
     ResumeNotAllowedError,
@@ -150,23 +151,24 @@ def _when(event: StoredEvent) -> str:
     return event.occurred_at.isoformat(timespec="seconds")
 
 
-def _refuse(
+def refuse(
     w: ThreadWriter,
     interrupt_id: str,
-    response: dict[str, Any],
+    response: Any,
     actor: str | None,
     why: str,
-    error: Exception,
+    error: InterruptStateError,
+    **extra: Any,
 ) -> Refusal:
+    """Record a refused answer (``interrupt.resume_rejected``); the caller raises ``error``
+    once the record is committed. ``extra`` adds data keys (``via``, ``claimant``)."""
     w.append(
         RESUME_REJECTED,
         interrupt_id=interrupt_id,
         actor=actor,
-        data={"response": response, "why": why},
+        data={"response": response, "why": why, **extra},
     )
     flush(w.conn, [w])
-    assert isinstance(error, InterruptAlreadyResolvedError | InterruptExpiredError
-                      | UnknownInterruptError | ResumeNotAllowedError)
     return Refusal(error)
 
 
@@ -209,7 +211,7 @@ def resume(
                     thread_id=thread_id, interrupt_id=interrupt_id,
                 )
             )
-        return _refuse(
+        return refuse(
             w, interrupt_id, response, actor, "unknown",
             UnknownInterruptError(
                 f"{where} is unknown: nothing was minted with that id; check the thread and "
@@ -221,7 +223,7 @@ def resume(
         admitted = ending.data.get("response")
         if admitted == response and (from_node or ending.actor == actor):
             return response
-        return _refuse(
+        return refuse(
             w, interrupt_id, response, actor, "already_resolved",
             InterruptAlreadyResolvedError(
                 f"{where} was already resumed by {ending.actor!r} at {_when(ending)}; "
@@ -233,7 +235,7 @@ def resume(
         reason = ending.data.get("reason")
         if from_node and response == expired_resume_value(str(reason)):
             return response
-        return _refuse(
+        return refuse(
             w, interrupt_id, response, actor, "expired",
             InterruptExpiredError(
                 f"{where} expired at {_when(ending)} (reason: {reason}); the answer was not "
@@ -298,7 +300,7 @@ def _admit_pending(
     reason = stale_reason({PENDING_KEY: w.state.pending, "run_id": w.state.run_id}, rules.ttl_seconds)
     if reason is not None:
         w.append(EXPIRED, interrupt_id=interrupt_id, data={"reason": reason, "detected_by": "resume"})
-        return _refuse(
+        return refuse(
             w, interrupt_id, response, actor, "expired",
             InterruptExpiredError(
                 f"{where} is stale (reason: {reason}) and is now expired; the answer was not "
@@ -308,7 +310,7 @@ def _admit_pending(
         )
     marker = w.state.pending or {}
     if rules.approvers is not None and not rules.approvers(thread_id, marker, actor):
-        return _refuse(
+        return refuse(
             w, interrupt_id, response, actor, "not_allowed",
             ResumeNotAllowedError(
                 f"{actor!r} may not resume {where}: the approvers policy refuses it; "
