@@ -205,3 +205,22 @@ def inbox_graph(checkpointer: Any, wires: Wires) -> Any:
 
 
 GraphFactory = Callable[..., Any]
+
+
+def approve_then_ship_graph(checkpointer: Any, wires: Wires) -> Any:
+    """``interrupt()`` in a node, then a static breakpoint before the node that ships."""
+
+    def approve(state: State) -> dict[str, Any]:
+        return {"answers": [interrupt({"name": "charge", "amount": 50})]}
+
+    def ship(state: State) -> dict[str, Any]:
+        wires.send(50)
+        return {"done": ["shipped"]}
+
+    builder = StateGraph(State)
+    builder.add_node("approve", approve)
+    builder.add_node("ship", ship)
+    builder.add_edge(START, "approve")
+    builder.add_edge("approve", "ship")
+    builder.add_edge("ship", END)
+    return builder.compile(checkpointer=checkpointer, interrupt_before=["ship"], name="ship-bp")

@@ -99,3 +99,20 @@ def test_sweep_with_graph_wakes_an_expired_langgraph_interrupt(db_url: str, tmp_
     assert report["woken"] == 1
     audit = json.loads(run_cli("audit", "--format", "json", db=db_url).stdout)
     assert [(r["outcome"], r["reason"], r["actor"]) for r in audit] == [("expired", "ttl", None)]
+
+
+def test_a_dry_run_sweep_lists_what_it_would_expire_in_its_table(db_url: str) -> None:
+    """`sweep --dry-run` (table) names each interrupt it would expire, and writes nothing."""
+    from cli_helpers import mint_stale
+
+    from symfonic_store import InterruptStore
+
+    with InterruptStore(db_url) as store:
+        store.setup()
+        stale = mint_stale(store, "t-dry", age=3600)
+        before = store.history("t-dry")
+        done = run_cli("sweep", "--ttl", "60", "--dry-run", db=db_url)
+        assert done.returncode == 0, done.stderr
+        assert "would expire 1 interrupt(s)" in done.stdout
+        assert any("t-dry" in line and stale in line and "ttl" in line for line in done.stdout.splitlines())
+        assert store.history("t-dry") == before

@@ -16,6 +16,7 @@ from consistency import assert_consistent
 from graph_rig import config_for, new_store, open_saver, ready
 from native_graphs import (
     Wires,
+    approve_then_ship_graph,
     breakpoint_graph,
     hitl_agent,
     inbox_graph,
@@ -31,6 +32,7 @@ from symfonic_store import (
     InterruptExpiredError,
     InterruptGateway,
     InterruptStore,
+    InvalidInputError,
     UnknownInterruptError,
 )
 
@@ -430,3 +432,38 @@ async def test_expired_per_call_approvals_are_rejected_in_the_requests_own_schem
         state = await gate.state("t-exp-per-call")
         assert not state.interrupts and gate.wires.sent == []
         assert sum("expired: ttl" in str(m.content) for m in state.values["messages"]) == 2
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_invoke_none_through_the_gateway_never_runs_past_a_breakpoint(db_url: str, driver: str) -> None:
+    """gate.invoke(None) at a breakpoint: refused while open (the attempt recorded), refused once rejected; nothing ships."""
+    async with gate_for(db_url, driver, breakpoint_graph) as gate:
+        await gate.invoke({}, "t-bp-none")
+        (opened,) = await gate.open("t-bp-none")
+        with pytest.raises(InvalidInputError, match="paused at breakpoint"):
+            await gate.invoke(None, "t-bp-none", actor="eve")
+        assert gate.wires.sent == []
+        (attempt,) = of_type(await gate.history("t-bp-none"), "interrupt.resume_rejected")
+        assert attempt.actor == "eve" and attempt.data["why"] == "not_taken"
+        await gate.answer("t-bp-none", opened["interrupt_id"], {"approved": False}, "bob")
+        with pytest.raises(InterruptAlreadyResolvedError):
+            await gate.invoke(None, "t-bp-none", actor="eve")
+        with pytest.raises(InvalidInputError):
+            await gate.invoke(None, "t-bp-none")
+        assert gate.wires.sent == []
+        assert (await gate.state("t-bp-none")).next == ("wire",)
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_a_woken_graph_that_pauses_again_is_recorded(db_url: str, driver: str) -> None:
+    """After a wake-up the graph stops at a breakpoint: that pause is open in the store, and an expired one stays shut."""
+    async with gate_for(db_url, driver, approve_then_ship_graph) as gate:
+        await gate.invoke({}, "t-wake-bp")
+        await _sweep(gate)  # expires the interrupt, wakes the graph: it stops before "ship"
+        (opened,) = await gate.open("t-wake-bp")
+        assert opened["breakpoint"] is True and opened["payload"] == {"next": ["ship"]}
+        await _sweep(gate)  # the breakpoint expires in turn; nothing runs
+        assert await gate.open("t-wake-bp") == []
+        with pytest.raises(InterruptExpiredError):
+            await gate.invoke(None, "t-wake-bp", actor="eve")
+        assert gate.wires.sent == []

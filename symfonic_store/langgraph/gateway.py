@@ -218,10 +218,43 @@ class InterruptGateway:
         )
 
     def _run(self, input: Any, config: dict[str, Any], kwargs: Mapping[str, Any]) -> _Plan:
-        _thread_of(config)
+        thread_id = _thread_of(config)
+        if input is None:
+            yield from self._guard_breakpoint(thread_id, config)
         result = yield _Graph("invoke", (input, config), kwargs)
         yield from self._record(config)
         return result
+
+    def _guard_breakpoint(self, thread_id: str, config: dict[str, Any]) -> _Plan:
+        """``invoke(None)`` continues a run: at a breakpoint, only its approval may do that.
+
+        LangGraph would run the next node whatever the breakpoint's answer was; through
+        the gateway, a refused or expired breakpoint stays closed (the attempt is
+        recorded when the call names its actor), and an open one is continued by
+        answering it.
+        """
+        snapshot = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
+        stop = next((w for w in waiting_on(snapshot) if w["breakpoint"]), None)
+        if stop is None:
+            return
+        interrupt_id = stop["interrupt_id"]
+        record = yield _Store("interrupt_record", (thread_id, interrupt_id))
+        actor = _actor_of(config)
+        if record is not None and actor is not None:
+            # Refused (recorded) unless open and unanswered: then the claim below stands
+            # in for nothing -- release it at once, the caller must answer instead.
+            yield _Store("claim", (thread_id, interrupt_id, None), {"actor": actor})
+            yield _Store(
+                "release",
+                (thread_id, interrupt_id),
+                {"error": "invoke(None) at a breakpoint: answer it with {\"approved\": true}"},
+            )
+        raise InvalidInputError(
+            "input",
+            f"thread {thread_id!r} is paused at breakpoint {interrupt_id!r} before "
+            f"{', '.join(stop['value']['next'])}: continue it with "
+            f"gate.answer({thread_id!r}, {interrupt_id!r}, {{\"approved\": True}}, actor=...)",
+        )
 
     def _answer(
         self,
@@ -460,6 +493,7 @@ class InterruptGateway:
 
             wake: Command[Any] = Command(resume={marker["interrupt_id"]: expired_resume_value(reason)})
             yield _Graph("invoke", (wake, cfg))
+            yield from self._record(cfg)  # where the woken graph paused next
             return True
         target = next((w for w in waiting if w["interrupt_id"] == interrupt_id), None)
         if target is None:
@@ -471,6 +505,7 @@ class InterruptGateway:
         info = {**(record or {}), "thread_id": thread_id, "interrupt_id": interrupt_id, "reason": reason}
         answer = self.on_expiry(info) if self.on_expiry else native.expiry_answer(payload, reason)
         yield _Graph("invoke", (Command(resume={interrupt_id: answer}), cfg))
+        yield from self._record(cfg)  # where the woken graph paused next
         return True
 
     def _settle(self, thread_id: str, interrupt_id: str) -> _Plan:

@@ -227,7 +227,8 @@ def claim(
             w, interrupt_id, response, actor, "unknown",
             UnknownInterruptError(
                 f"{where} is unknown: LangGraph is not waiting on it and nothing was minted "
-                "with that id; `store.open_interrupts(thread_id)` lists what is waiting",
+                "with that id; `symfonic-store pending --thread T` (or store.open_interrupts(thread_id)) "
+                "lists what is waiting",
                 thread_id=thread_id, interrupt_id=interrupt_id,
             ),
         )

@@ -27,6 +27,7 @@ from ..app import (
 from ..render import (
     emit_json,
     say,
+    table,
 )
 
 if TYPE_CHECKING:
@@ -130,6 +131,13 @@ def sweep(
         emit_json({**report.as_dict(), "woken": len(woken)})
     else:
         say(str(report) + (f"; woke {len(woken)} graph(s)" if graph is not None else ""))
+        if report.dry_run and report.expired:
+            # What a dry run is for: the interrupts it would expire, by id.
+            table(
+                f"{len(report.expired)} interrupt(s) would expire",
+                ("thread", "interrupt", "reason"),
+                report.expired,
+            )
     if report.wake_failures:
         session = get_session(ctx)
         for thread_id, interrupt_id, error in report.wake_failures:
