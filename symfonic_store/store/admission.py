@@ -34,6 +34,7 @@ from ..db.statements import (
     delete_claim,
     insert_claim,
     interrupt_events,
+    load_thread,
     open_rows,
     was_minted,
 )
@@ -150,13 +151,27 @@ def record_waiting(
 def waiting_settled(
     conn: Connection, thread_id: str, waiting: list[dict[str, Any]]
 ) -> tuple[bool, list[str]]:
-    """Read-only: ``(True, [])`` when :func:`record_waiting` would write nothing --
-    every waiting interrupt is open already and every open one is still waited on."""
+    """Read-only: ``(True, [])`` when :func:`record_waiting` would write nothing -- every
+    waiting interrupt is open already, recorded before, or the thread's marker, and
+    every open one is still waited on. Once true for an interrupt this stays true (a
+    mint is never undone), so the answer holds without the write lock."""
     opened = {r["interrupt_id"] for r in open_rows(conn, thread_id)}
     ids = {item["interrupt_id"] for item in waiting}
-    if opened == ids:
-        return True, []
-    return False, []
+    if not opened <= ids:
+        return False, []
+    thread = load_thread(conn, thread_id, for_update=False)
+    marker_id = None if thread is None else thread.pending_interrupt_id
+    for item in waiting:
+        interrupt_id = item["interrupt_id"]
+        if interrupt_id in opened:
+            continue
+        value = item["value"]
+        if native.is_marker_value(value) and value["interrupt_id"] == marker_id:
+            continue
+        if thread is not None and was_minted(conn, thread_id, interrupt_id):
+            continue
+        return False, []
+    return True, []
 
 
 # --- answers: claim, confirm, release --------------------------------------------------
