@@ -54,3 +54,10 @@ def test_serve_is_listed_in_the_help() -> None:
     text = run_cli("serve", "--help").stdout
     for flag in ("--tokens", "--jwt-public-key", "--trusted-header", "--trusted-proxy", "--policy", "--rate-limit"):
         assert flag in text
+
+
+def test_serve_refuses_a_database_behind_the_migrations_before_listening(tokens: Path, tmp_path: Path) -> None:
+    """An empty database is refused at start (exit 2, naming `db upgrade`), not on the first request."""
+    (tmp_path / "empty.db").touch()
+    result = run_cli("--db", f"sqlite:///{tmp_path / 'empty.db'}", "serve", "--tokens", str(tokens))
+    assert "db upgrade" in assert_clean_error(result, 2)

@@ -241,7 +241,7 @@ class TokenAuth:
         stamp = self._read_stamp()
         if stamp != self._stamp:
             with self._lock:
-                if self._read_stamp() != self._stamp or stamp is None:
+                if self._read_stamp() != self._stamp:
                     self._reload(strict=False)
         return self._tokens
 

@@ -167,6 +167,8 @@ def serve(
     import uvicorn
 
     with get_session(ctx).store() as store:
+        # Fail now, not on the first request, when the database is down or not migrated.
+        store.pending("symfonic-store/healthz")
         application = server.create_app(
             store, graphs=graphs, auth=auth, policy=rules, session_secret=secret,
             session_lifetime=session_lifetime, rate_limits=limits, trusted_proxies=networks,
