@@ -222,3 +222,25 @@ def test_a_langgraph_interrupt_approved_in_the_browser_resumes_its_graph(site: S
     assert [e.actor for e in history if e.type == RESUMED] == ["alice"]
     assert not [e for e in history if e.type == RESUME_REJECTED]
     no_csp_violations(alice)
+
+
+def test_an_answer_the_graph_does_not_take_is_shown_on_the_page_and_the_interrupt_stays_open(
+    site: Site, person: Any
+) -> None:
+    """The graph raises on the answer: the page shows its error (422), the timeline the refusal, and Approve still works."""
+    t = thread("browser-bad")
+    InterruptGateway(site.graphs.graph, site.store).invoke({}, {"configurable": {"thread_id": t, "actor": "agent"}})
+    (opened,) = site.store.open_interrupts(t)
+    bob = person("bob")
+    page = bob.page
+    page.goto(f"{site.server.url}/interrupts/{quote(t, safe='')}/{quote(opened['interrupt_id'], safe='')}")
+    page.click("details.answer summary")
+    page.fill("#response", '"bad"')
+    page.click("details.answer button[type=submit]")
+    page.wait_for_selector(".alert")
+    assert "cannot read the answer" in page.inner_text(".alert")
+    assert "refused (not_taken)" in page.inner_text("ol.timeline")
+    assert "waiting for an answer" in page.inner_text("#status")
+    page.click("button[value=approve]")
+    page.wait_for_selector(".notice")
+    assert "answered by bob" in page.inner_text("#status")

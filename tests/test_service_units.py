@@ -236,3 +236,40 @@ def test_without_the_extra_the_import_says_what_to_install() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert "pip install 'symfonic-store[server]'" in result.stdout and "starlette" in result.stdout
+
+
+def test_the_package_data_ships_every_inbox_file() -> None:
+    """Every template and static file of the inbox matches a package-data pattern, so the wheel carries it."""
+    import fnmatch
+    import tomllib
+
+    import symfonic_store.server.inbox as inbox
+
+    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    patterns = tomllib.loads(pyproject.read_text())["tool"]["setuptools"]["package-data"]["symfonic_store.server.inbox"]
+    root = Path(inbox.__file__).parent
+    files = [p.relative_to(root).as_posix() for p in root.rglob("*")
+             if p.is_file() and p.suffix not in (".py", ".pyc")]
+    assert len(files) >= 8
+    assert [f for f in files if not any(fnmatch.fnmatch(f, pattern) for pattern in patterns)] == []
+
+
+def test_with_rate_limits_off_failed_sign_ins_are_never_429(tmp_path: Path) -> None:
+    """create_app(rate_limits=None) (serve --rate-limit off): thirty failed sign-ins from one address are each 401."""
+    import re
+
+    from starlette.testclient import TestClient
+
+    from symfonic_store import InterruptStore
+    from symfonic_store.server import create_app
+
+    tokens = _tokens(tmp_path / "tokens.json", {"alice": _entry("a-token", [])})
+    with InterruptStore(f"sqlite:///{tmp_path / 'store.db'}") as store:
+        store.setup()
+        client = TestClient(create_app(store, auth=TokenAuth(tokens), rate_limits=None))
+        form = client.get("/signin")
+        match = re.search(r'name="csrf" value="([0-9a-f]+)"', form.text)
+        assert match is not None
+        codes = {client.post("/signin", data={"token": f"guess-{n}", "csrf": match.group(1)}).status_code
+                 for n in range(30)}
+    assert codes == {401}
