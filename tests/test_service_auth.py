@@ -304,3 +304,16 @@ def test_the_trusted_header_names_the_approver_only_from_the_proxy(header_site: 
     assert done.status_code == 200 and done.json()["actor"] == "hank"
     (record,) = site.store.audit(thread_id=t)
     assert (record.outcome, record.actor) == ("resumed", "hank")
+
+
+def test_an_api_answer_that_is_not_json_typed_is_415_even_with_the_proxy_header(header_site: HeaderSite) -> None:
+    """A cross-site form can POST text/plain through the proxy; the API answers it 415 and records nothing."""
+    site = header_site
+    t = thread("header-csrf")
+    i = mint(site.store, t)
+    body = f'{{"response": {{}}, "digest": "{digest_of(site.store, t, i)}"}}'
+    with from_address(site.server, "127.0.0.1", headers={"X-Forwarded-User": "hank"}) as proxy:
+        for media in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"):
+            refused = proxy.post(answer_path(t, i), content=body, headers={"Content-Type": media})
+            assert refused.status_code == 415, media
+    assert [e.type for e in site.store.history(t)] == [MINTED]

@@ -156,6 +156,13 @@ async def _answer(request: Request, thread_id: str, interrupt_id: str) -> Respon
                 f"minute; try again in {wait} s",
                 headers={"Retry-After": str(wait)},
             )
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media != "application/json":
+        # A page on another site can POST text/plain or a form without asking; JSON it
+        # cannot send without a CORS preflight, which this API never grants. Behind a
+        # proxy that adds the identity header to every request, that is what keeps a
+        # forged cross-site POST from answering.
+        raise Problem(415, "send the answer as Content-Type: application/json")
     try:
         raw = await read_body(request, svc.body_limit)
     except BodyTooLarge as exc:
