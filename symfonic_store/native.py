@@ -142,3 +142,30 @@ def is_marker_value(value: Any) -> bool:
         and "name" in value
         and "payload" in value
     )
+
+
+def decision_answer(
+    payload: Any, approve: bool, *, breakpoint: bool = False, message: str | None = None
+) -> Any:
+    """The answer an approve or reject button sends, in the schema the interrupt asked in.
+
+    A breakpoint and a seed marker (or any value of no known schema) get
+    ``{"approved": bool}``; a ``HITLRequest`` one decision per action request
+    (``approve``, or ``reject`` with ``message``); a per-call ``ToolApprovalRequest``
+    one decision; an Agent Inbox ``HumanInterrupt`` ``accept`` or ``ignore`` (a list
+    when the value is a list).
+    """
+    if breakpoint:
+        return {"approved": approve}
+    decision: dict[str, Any] = (
+        {"type": "approve"} if approve else {"type": "reject", "message": message or "rejected"}
+    )
+    requests = action_requests(payload)
+    if requests is not None:
+        return {"decisions": [dict(decision) for _ in requests]}
+    if _is_tool_approval(payload):
+        return decision
+    if _human_interrupts(payload) is not None:
+        response = {"type": "accept" if approve else "ignore", "args": None}
+        return [dict(response) for _ in payload] if isinstance(payload, list) else response
+    return {"approved": approve}

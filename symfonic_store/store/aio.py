@@ -134,6 +134,11 @@ class AsyncInterruptStore(Integrations):
         return self._ops.ttl_seconds
 
     @property
+    def max_payload_bytes(self) -> int | None:
+        """The largest JSON payload or response the store accepts, in bytes (None: no limit)."""
+        return self._ops.max_payload_bytes
+
+    @property
     def engine(self) -> AsyncEngine:
         """The SQLAlchemy engine the store runs on."""
         return self._engine
@@ -223,6 +228,7 @@ class AsyncInterruptStore(Integrations):
     resume = _Operation(Operations.resume)
     admit_node_resume = _Operation(Operations.admit_node_resume)
     expire = _Operation(Operations.expire)
+    record_refusal = _Operation(Operations.record_refusal)
     record_waiting = _Operation(Operations.record_waiting)
     claim = _Operation(Operations.claim)
     confirm = _Operation(Operations.confirm)
@@ -237,6 +243,7 @@ class AsyncInterruptStore(Integrations):
     is_current = _Operation(Operations.is_current)
     list_pending = _Operation(Operations.list_pending)
     open_interrupts = _Operation(Operations.open_interrupts)
+    owed_wakeups = _Operation(Operations.owed_wakeups)
     history = _Operation(Operations.history)
     events = _Operation(Operations.events)
     iter_events = _Stream(Operations.iter_events)

@@ -323,6 +323,40 @@ def _admit_pending(
     return response
 
 
+def record_refusal(
+    conn: Connection,
+    thread_id: str,
+    interrupt_id: str,
+    response: Any,
+    actor: str,
+    *,
+    why: str,
+    error: str,
+    via: str,
+) -> None:
+    """Record an answer refused before it reached the rules above (the service's policy).
+
+    The refusal is decided by the caller (it knows the authenticated principal and its
+    roles, which the store does not); the store only makes it part of the record, with
+    the principal as the actor. An interrupt never minted on the thread is refused with
+    nothing written, as :func:`resume` refuses a mistyped thread id (I10).
+    """
+    w = ThreadWriter(conn, thread_id)
+    if not w.existed or not was_minted(conn, thread_id, interrupt_id):
+        raise UnknownInterruptError(
+            f"interrupt {interrupt_id!r} on thread {thread_id!r} is unknown: nothing was "
+            "minted with that id; nothing was recorded",
+            thread_id=thread_id, interrupt_id=interrupt_id,
+        )
+    w.append(
+        RESUME_REJECTED,
+        interrupt_id=interrupt_id,
+        actor=actor,
+        data={"response": response, "why": why, "error": error, "via": via},
+    )
+    flush(conn, [w])
+
+
 # --- expire ------------------------------------------------------------------------
 
 

@@ -44,7 +44,7 @@ from ..db.statements import (
     thread_events_query,
 )
 from ..errors import InvalidInputError, SweepIncompleteError, SymfonicStoreError
-from ..events import StoredEvent
+from ..events import REJECTION_WHYS, StoredEvent
 from ..native import MARKER_SOURCE, NATIVE_SOURCE
 from ..projection import ThreadState
 from ..protocol import PENDING_KEY, interrupt_pending_is_current, normalize_response
@@ -478,6 +478,46 @@ class Operations:
         )
         yield Op(fn, write=True)
 
+    def record_refusal(
+        self,
+        thread_id: str,
+        interrupt_id: str,
+        response: Any = None,
+        *,
+        actor: str,
+        error: str,
+        why: str = "not_allowed",
+        via: str = "service",
+    ) -> Plan[None]:
+        """Record an answer its caller refused (``interrupt.resume_rejected``, ``why``).
+
+        For a caller with rules of its own -- the approval service's policy file -- so
+        its refusals are in the audit beside the store's, with ``actor`` (the principal
+        it authenticated) and ``error`` (why, in words). Nothing is admitted.
+
+        Raises:
+            UnknownInterruptError: nothing with that id was minted on the thread; nothing
+                was recorded.
+            InvalidInputError: bad ids, an unknown ``why``, or a response that is not JSON.
+        """
+        t = validation.required_id(thread_id, "thread_id")
+        i = validation.required_id(interrupt_id, "interrupt_id")
+        a = validation.required_id(actor, "actor")
+        if why not in REJECTION_WHYS:
+            raise InvalidInputError("why", f"must be one of {', '.join(REJECTION_WHYS)}")
+        r = validation.json_value(response, "response", max_bytes=self.max_payload_bytes)
+        fn = partial(
+            lifecycle.record_refusal,
+            thread_id=t,
+            interrupt_id=i,
+            response=r,
+            actor=a,
+            why=why,
+            error=str(error)[:1000],
+            via=str(via)[: validation.MAX_ID_LENGTH],
+        )
+        yield Op(fn, write=True)
+
     # --- LangGraph's own interrupts (SPEC §8; used by the gateway) -----------------
 
     def record_waiting(
@@ -805,6 +845,12 @@ class Operations:
 
         items: list[dict[str, Any]] = yield Op(run, write=False)
         return items
+
+    def owed_wakeups(self) -> Plan[int]:
+        """How many wake-ups expiries still owe their graphs (delivered by the next sweep
+        with a callback; see :meth:`sweep`)."""
+        owed: int = yield Op(partial(count_owed, thread_ids=None), write=False)
+        return owed
 
     def history(self, thread_id: str) -> Plan[list[StoredEvent]]:
         """The thread's events in order."""

@@ -118,6 +118,11 @@ class InterruptStore(Integrations):
         return self._ops.ttl_seconds
 
     @property
+    def max_payload_bytes(self) -> int | None:
+        """The largest JSON payload or response the store accepts, in bytes (None: no limit)."""
+        return self._ops.max_payload_bytes
+
+    @property
     def engine(self) -> Engine:
         """The SQLAlchemy engine the store runs on."""
         return self._engine
@@ -194,6 +199,7 @@ class InterruptStore(Integrations):
     resume = _Operation(Operations.resume)
     admit_node_resume = _Operation(Operations.admit_node_resume)
     expire = _Operation(Operations.expire)
+    record_refusal = _Operation(Operations.record_refusal)
     record_waiting = _Operation(Operations.record_waiting)
     claim = _Operation(Operations.claim)
     confirm = _Operation(Operations.confirm)
@@ -208,6 +214,7 @@ class InterruptStore(Integrations):
     is_current = _Operation(Operations.is_current)
     list_pending = _Operation(Operations.list_pending)
     open_interrupts = _Operation(Operations.open_interrupts)
+    owed_wakeups = _Operation(Operations.owed_wakeups)
     history = _Operation(Operations.history)
     events = _Operation(Operations.events)
     iter_events = _Stream(Operations.iter_events)

@@ -1,0 +1,329 @@
+"""The JSON API (SPEC §9): the inbox, one interrupt, answers, the audit, the log and its
+Server-Sent Events tail, ``/healthz`` and ``/metrics``.
+
+Errors are ``{"error": "<message>"}``. Ids in paths are percent-encoded and read from
+the raw path (:func:`~symfonic_store.server.web.raw_ids`), so any thread id works. Reads
+accept the browser session too (the inbox's live updates use it); an answer needs the
+request's own credentials -- a bearer token, a JWT or the trusted header -- so a page
+on another site can never make a browser answer through the API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from .. import validation
+from ..errors import InvalidInputError
+from ..services.audit import AUDIT_FIELDS
+from .approvals import BadRequest, decode_cursor, encode_cursor, page_limit
+from .limits import BodyTooLarge, read_body
+from .principal import Principal
+from .web import Problem, principal, query, raw_ids, service
+
+BODY_KEYS = {"response", "digest"}
+STREAM_PAGE = 500
+HEARTBEAT_SECONDS = 15.0
+RECHECK_SECONDS = 30.0
+HEALTH_THREAD = "symfonic-store/healthz"
+
+log = logging.getLogger("symfonic_store.server")
+
+
+def _unauthorized(request: Request) -> Problem:
+    svc = service(request)
+    if svc.auth.mode == "header":
+        hint = "this server trusts only its authenticating proxy to say who you are"
+    else:
+        hint = "send Authorization: Bearer <token>"
+    return Problem(
+        401,
+        f"authentication required: {hint}",
+        headers={"WWW-Authenticate": 'Bearer realm="symfonic-store"'} if svc.auth.mode != "header" else {},
+    )
+
+
+def require(request: Request, *, session: bool) -> Principal:
+    """The request's principal, or a 401 problem (nothing is read or written for it)."""
+    found = principal(request, session=session)
+    if found is None:
+        raise _unauthorized(request)
+    return found
+
+
+def _bad(exc: Exception) -> Problem:
+    return Problem(400, str(exc))
+
+
+def _seconds(request: Request, name: str) -> float | None:
+    text = query(request, name)
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise Problem(400, f"{name}: must be a number of seconds") from None
+    if not value >= 0 or value == float("inf"):
+        raise Problem(400, f"{name}: must be a finite number of seconds >= 0")
+    return value
+
+
+def _position(text: str | None, name: str) -> int:
+    if text is None:
+        return 0
+    if not text.isdigit() or int(text) > validation.MAX_SQL_INT:
+        raise Problem(400, f"{name}: must be an event position (a whole number >= 0)")
+    return int(text)
+
+
+# --- the inbox -------------------------------------------------------------------------
+
+
+async def list_interrupts(request: Request) -> Response:
+    require(request, session=True)
+    svc = service(request)
+    try:
+        page = await run_in_threadpool(
+            svc.approvals.inbox,
+            thread=query(request, "thread"),
+            name=query(request, "name"),
+            older_than=_seconds(request, "older_than"),
+            limit=page_limit(query(request, "limit")),
+            after=query(request, "after"),
+        )
+    except (BadRequest, InvalidInputError) as exc:
+        raise _bad(exc) from None
+    return JSONResponse(page)
+
+
+async def interrupt_route(request: Request) -> Response:
+    ids = raw_ids(request, ("api", "interrupts"))
+    if len(ids) == 2 and request.method in ("GET", "HEAD"):
+        return await _show(request, ids[0], ids[1])
+    if len(ids) == 3 and ids[2] == "answer":
+        if request.method != "POST":
+            raise Problem(405, "answer with POST", headers={"Allow": "POST"})
+        return await _answer(request, ids[0], ids[1])
+    if len(ids) == 2:
+        raise Problem(405, "an interrupt is read with GET", headers={"Allow": "GET"})
+    raise Problem(404, "not found: /api/interrupts/{thread_id}/{interrupt_id}[/answer]")
+
+
+async def _show(request: Request, thread_id: str, interrupt_id: str) -> Response:
+    require(request, session=True)
+    view = await run_in_threadpool(service(request).approvals.interrupt, thread_id, interrupt_id)
+    if view is None:
+        raise Problem(404, f"interrupt {interrupt_id!r} on thread {thread_id!r} is unknown")
+    return JSONResponse(view)
+
+
+def parse_json(body: bytes) -> Any:
+    """Strict JSON (no NaN or Infinity), as a 400 problem when it is not."""
+
+    def no_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not a JSON value")
+
+    try:
+        return json.loads(body.decode("utf-8"), parse_constant=no_constant)
+    except UnicodeDecodeError:
+        raise Problem(400, "the body is not UTF-8") from None
+    except RecursionError:
+        raise Problem(400, "the body is nested too deeply") from None
+    except ValueError as exc:
+        raise Problem(400, f"the body is not JSON ({exc})") from None
+
+
+async def _answer(request: Request, thread_id: str, interrupt_id: str) -> Response:
+    svc = service(request)
+    who = require(request, session=False)
+    if svc.limiters is not None:
+        wait = svc.limiters.answers.hit(who.name)
+        if wait is not None:
+            svc.metrics.answered(429)
+            raise Problem(
+                429,
+                f"too many answers from {who.name!r}: at most {svc.limiters.answers.limit} a "
+                f"minute; try again in {wait} s",
+                headers={"Retry-After": str(wait)},
+            )
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media != "application/json":
+        # A page on another site can POST text/plain or a form without asking; JSON it
+        # cannot send without a CORS preflight, which this API never grants. Behind a
+        # proxy that adds the identity header to every request, that is what keeps a
+        # forged cross-site POST from answering.
+        raise Problem(415, "send the answer as Content-Type: application/json")
+    try:
+        raw = await read_body(request, svc.body_limit)
+    except BodyTooLarge as exc:
+        svc.metrics.answered(413)
+        raise Problem(413, f"{exc}: the store's payload limit") from None
+    body = parse_json(raw)
+    if not isinstance(body, dict):
+        raise Problem(400, 'the body must be a JSON object {"response": ..., "digest": "..."}')
+    if "actor" in body:
+        raise Problem(
+            400,
+            "the body names an actor: the actor recorded is always the authenticated "
+            f"principal ({who.name!r}); remove 'actor'",
+        )
+    unknown = set(body) - BODY_KEYS
+    if unknown:
+        raise Problem(400, f"unknown key(s) in the body: {', '.join(sorted(map(repr, unknown)))}; "
+                      "send {\"response\": ..., \"digest\": \"...\"}")
+    digest = body.get("digest")
+    if not isinstance(digest, str) or not digest:
+        raise Problem(400, "digest: required -- the digest of the interrupt as it was shown "
+                      "(GET /api/interrupts lists it)")
+    result = await run_in_threadpool(
+        svc.approvals.answer, who, thread_id, interrupt_id, body.get("response"), digest
+    )
+    svc.metrics.answered(result.status)
+    return JSONResponse(result.body, status_code=result.status)
+
+
+# --- the audit, a thread, the log ---------------------------------------------------
+
+
+def _audit_key(record: Any) -> list[Any]:
+    return [record.minted_at.isoformat(), record.thread_id, record.interrupt_id,
+            -1 if record.action_index is None else record.action_index]
+
+
+async def audit(request: Request) -> Response:
+    require(request, session=True)
+    svc = service(request)
+    output = query(request, "format") or "json"
+    if output not in ("json", "csv"):
+        raise Problem(400, "format: must be json or csv")
+    try:
+        limit = page_limit(query(request, "limit"), default=100)
+        records = await run_in_threadpool(
+            svc.store.audit,
+            thread_id=query(request, "thread"),
+            actor=query(request, "actor"),
+            since=query(request, "since"),
+            until=query(request, "until"),
+        )
+        after = query(request, "after")
+        bound = None if after is None else decode_cursor(after, 4)
+    except (BadRequest, InvalidInputError) as exc:
+        raise _bad(exc) from None
+    keyed = sorted(((_audit_key(r), r) for r in records), key=lambda pair: tuple(pair[0]))
+    if bound is not None:
+        keyed = [(k, r) for k, r in keyed if tuple(k) > tuple(bound)]
+    page = keyed[:limit]
+    cursor = encode_cursor(page[-1][0]) if len(keyed) > limit else None
+    if output == "csv":
+        text = io.StringIO()
+        writer = csv.writer(text)
+        writer.writerow(AUDIT_FIELDS)
+        writer.writerows(r.as_csv_row() for _, r in page)
+        headers = {"X-Next-Cursor": cursor} if cursor else {}
+        return Response(text.getvalue(), media_type="text/csv; charset=utf-8", headers=headers)
+    return JSONResponse({"items": [r.as_dict() for _, r in page], "next": cursor})
+
+
+async def thread_events(request: Request) -> Response:
+    ids = raw_ids(request, ("api", "threads"))
+    if len(ids) != 2 or ids[1] != "events":
+        raise Problem(404, "not found: /api/threads/{thread_id}/events")
+    require(request, session=True)
+    store = service(request).store
+
+    def replay() -> list[dict[str, Any]]:
+        return [{"event": e.as_dict(), "state": s} for e, s in store.replay(ids[0])]
+
+    try:
+        steps = await run_in_threadpool(replay)
+    except InvalidInputError:
+        steps = []
+    if not steps:
+        raise Problem(404, f"thread {ids[0]!r} has no events")
+    return JSONResponse(steps)
+
+
+async def events(request: Request) -> Response:
+    require(request, session=True)
+    after = _position(query(request, "after"), "after")
+    limit = page_limit(query(request, "limit"), default=100)
+    page = await run_in_threadpool(service(request).store.events, after=after, limit=limit)
+    return JSONResponse(
+        {"items": [e.as_dict() for e in page], "next": page[-1].position if page else after}
+    )
+
+
+async def stream(request: Request) -> Response:
+    """The log as Server-Sent Events, from ``Last-Event-ID`` (when sent) or ``after``."""
+    require(request, session=True)
+    svc = service(request)
+    resumed = request.headers.get("last-event-id")
+    start = _position(resumed.strip() if resumed else query(request, "after"),
+                      "Last-Event-ID" if resumed else "after")
+
+    async def tail() -> AsyncIterator[str]:
+        cursor = start
+        quiet_since = checked = time.monotonic()
+        yield "retry: 2000\n\n"
+        while True:
+            page = await run_in_threadpool(svc.store.events, after=cursor, limit=STREAM_PAGE)
+            for event in page:
+                data = json.dumps(event.as_dict(), ensure_ascii=False, separators=(",", ":"))
+                yield f"id: {event.position}\ndata: {data}\n\n"
+            if page:
+                # The store's cursor (I11): the last event seen, whatever order it reads in.
+                cursor = page[-1].position
+                quiet_since = time.monotonic()
+                if len(page) == STREAM_PAGE:
+                    continue
+            now = time.monotonic()
+            if now - checked > RECHECK_SECONDS:
+                # A revoked token or an ended session ends the stream too.
+                if principal(request, session=True) is None:
+                    return
+                checked = now
+            if now - quiet_since > HEARTBEAT_SECONDS:
+                yield ": still here\n\n"
+                quiet_since = now
+            await asyncio.sleep(svc.poll_interval)
+
+    return StreamingResponse(
+        tail(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+# --- health and metrics ------------------------------------------------------------------
+
+
+async def healthz(request: Request) -> Response:
+    store = service(request).store
+
+    def ping() -> None:
+        # One projection row read: the database answers and the schema is the release's.
+        store.pending(HEALTH_THREAD)
+
+    try:
+        await run_in_threadpool(ping)
+    except Exception as exc:  # the database is down or the schema is not migrated
+        # Unauthenticated: the details go to the log, not to whoever asks.
+        log.error("health check failed: %s", exc)
+        return JSONResponse({"ok": False, "error": "the store is not available"}, status_code=503)
+    return JSONResponse({"ok": True})
+
+
+async def metrics(request: Request) -> Response:
+    require(request, session=True)
+    text = await run_in_threadpool(service(request).metrics.render)
+    return Response(text, media_type="text/plain; version=0.0.4; charset=utf-8")

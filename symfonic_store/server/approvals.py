@@ -1,0 +1,349 @@
+"""Answers over HTTP, and what the inbox shows: the rules both the API and the web pages use.
+
+Everything here is synchronous and calls the store (and, for LangGraph's own
+interrupts, the gateway of the matching ``--graph``); the web layer runs it in a
+worker thread. An answer is admitted in this order, and each step that refuses
+writes nothing unless it says so:
+
+1. the interrupt must have been minted (else 404, nothing written);
+2. the digest sent must be the interrupt's digest -- what the person saw is what they
+   approve (else 412, nothing written);
+3. a LangGraph interrupt needs the ``--graph`` whose name its mint recorded (else 409,
+   nothing written);
+4. the policy file (else 403, recorded as ``not_allowed`` with the principal);
+5. the store's own rules: ``store.resume`` for a seed marker, the gateway's two-phase
+   claim for a LangGraph interrupt (409 resolved or in progress, 410 expired, 403 the
+   store's ``approvers=``, 422 the graph did not take it) -- each recorded by the store.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from .. import native
+from ..errors import (
+    AnswerNotTakenError,
+    DatabaseError,
+    InterruptAlreadyResolvedError,
+    InterruptExpiredError,
+    InterruptInProgressError,
+    InvalidInputError,
+    PayloadTooLargeError,
+    ProjectionMismatchError,
+    ResumeNotAllowedError,
+    SymfonicStoreError,
+    UnknownInterruptError,
+)
+from ..events import EXPIRED, MINTED, RESUMED, StoredEvent
+from ..projection import is_native_mint
+from .policy import Policy
+from .principal import Principal
+
+if TYPE_CHECKING:
+    from ..langgraph.gateway import InterruptGateway
+    from ..store import InterruptStore
+
+log = logging.getLogger("symfonic_store.server")
+
+DEFAULT_PAGE = 50
+MAX_PAGE = 1000
+
+
+def interrupt_digest(thread_id: str, interrupt_id: str, payload: Any) -> str:
+    """The hex SHA-256 of the interrupt as shown (SPEC §9): what an answer must carry."""
+    text = json.dumps(
+        {"interrupt_id": interrupt_id, "payload": payload, "thread_id": thread_id},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class BadRequest(Exception):
+    """A query parameter or body the API cannot use (400)."""
+
+
+def encode_cursor(key: list[Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, size: int) -> list[Any]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        key = json.loads(raw)
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        raise BadRequest("after: not a cursor this API handed out (use the 'next' of a page)") from None
+    if not isinstance(key, list) or len(key) != size:
+        raise BadRequest("after: not a cursor this API handed out (use the 'next' of a page)")
+    return key
+
+
+def page_limit(value: str | None, default: int = DEFAULT_PAGE) -> int:
+    if value is None or value == "":
+        return default
+    if not value.isdigit() or not 1 <= int(value) <= MAX_PAGE:
+        raise BadRequest(f"limit: must be a whole number from 1 to {MAX_PAGE}")
+    return int(value)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _iso(moment: float | None) -> str | None:
+    if moment is None:
+        return None
+    try:
+        return datetime.fromtimestamp(moment, UTC).isoformat()
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """An HTTP answer: the status and the JSON body."""
+
+    status: int
+    body: dict[str, Any]
+
+
+def _error(status: int, message: str, **extra: Any) -> Result:
+    return Result(status, {"error": message, **extra})
+
+
+class Approvals:
+    """The inbox and the answers of one store (see the module doc).
+
+    Args:
+        store: the store (an :class:`~symfonic_store.InterruptStore`).
+        gateways: the served graphs' gateways by graph name (``graph.name``).
+        policy: the policy file's rules, or None (anyone authenticated may answer).
+    """
+
+    def __init__(
+        self,
+        store: InterruptStore,
+        *,
+        gateways: Mapping[str, InterruptGateway] | None = None,
+        policy: Policy | None = None,
+    ) -> None:
+        self.store = store
+        self.gateways = dict(gateways or {})
+        self.policy = policy
+
+    # --- reading ---------------------------------------------------------------------
+
+    def item(self, pending: Mapping[str, Any], now: float) -> dict[str, Any]:
+        """An open interrupt as the inbox lists it."""
+        minted = _number(pending.get("minted_at"))
+        thread_id, interrupt_id = str(pending["thread_id"]), str(pending["interrupt_id"])
+        return {
+            "thread_id": thread_id,
+            "interrupt_id": interrupt_id,
+            "name": pending.get("name"),
+            "payload": pending.get("payload"),
+            "minted_at": _iso(minted),
+            "age_seconds": None if minted is None else round(max(0.0, now - minted), 3),
+            "digest": interrupt_digest(thread_id, interrupt_id, pending.get("payload")),
+            "source": pending.get("source") or native.MARKER_SOURCE,
+        }
+
+    def inbox(
+        self,
+        *,
+        thread: str | None = None,
+        name: str | None = None,
+        older_than: float | None = None,
+        limit: int = DEFAULT_PAGE,
+        after: str | None = None,
+    ) -> dict[str, Any]:
+        """The open interrupts, oldest first, one page: ``{"items": [...], "next": cursor}``."""
+        now = time.time()
+        pending = self.store.list_pending(older_than=older_than)
+        keyed = []
+        for p in pending:
+            if thread is not None and p["thread_id"] != thread:
+                continue
+            if name is not None and p.get("name") != name:
+                continue
+            key = [_number(p.get("minted_at")) or 0.0, str(p["thread_id"]), str(p["interrupt_id"])]
+            keyed.append((key, p))
+        keyed.sort(key=lambda pair: (pair[0][0], pair[0][1], pair[0][2]))
+        if after is not None:
+            start = decode_cursor(after, 3)
+            bound = (float(start[0]), str(start[1]), str(start[2]))
+            keyed = [(k, p) for k, p in keyed if (k[0], k[1], k[2]) > bound]
+        page = keyed[:limit]
+        items = [self.item(p, now) for _, p in page]
+        return {"items": items, "next": encode_cursor(page[-1][0]) if len(keyed) > limit else None}
+
+    def interrupt(self, thread_id: str, interrupt_id: str) -> dict[str, Any] | None:
+        """One interrupt, pending or not: the inbox fields, ``status`` and its ``events``."""
+        try:
+            history = self.store.history(thread_id)
+        except InvalidInputError:
+            return None  # an id no interrupt can have (empty, too long)
+        events = [e for e in history if e.interrupt_id == interrupt_id]
+        mint = next((e for e in events if e.type == MINTED), None)
+        if mint is None:
+            return None
+        data = mint.data
+        minted = _number(data.get("minted_at")) or mint.occurred_at.timestamp()
+        view = self.item(
+            {
+                "thread_id": thread_id,
+                "interrupt_id": interrupt_id,
+                "name": data.get("name"),
+                "payload": data.get("payload"),
+                "minted_at": minted,
+                "source": native.NATIVE_SOURCE if is_native_mint(data) else native.MARKER_SOURCE,
+            },
+            time.time(),
+        )
+        ending = next((e for e in events if e.type in (RESUMED, EXPIRED)), None)
+        view.update(
+            status="pending" if ending is None else ("resumed" if ending.type == RESUMED else "expired"),
+            requested_by=mint.actor,
+            graph=data.get("graph"),
+            breakpoint=bool(data.get("breakpoint")),
+            resolved_by=None if ending is None else ending.actor,
+            resolved_at=None if ending is None else ending.occurred_at.isoformat(),
+            reason=None if ending is None or ending.type != EXPIRED else ending.data.get("reason"),
+            response=None if ending is None or ending.type != RESUMED else ending.data.get("response"),
+            events=[e.as_dict() for e in events],
+        )
+        if ending is None and is_native_mint(data):
+            claimed = next(
+                (o for o in self.store.open_interrupts(thread_id) if o["interrupt_id"] == interrupt_id),
+                {},
+            ).get("claimed_by")
+            view["in_progress"] = claimed is not None
+            view["claimed_by"] = claimed
+        return view
+
+    def decision(self, thread_id: str, interrupt_id: str, approve: bool) -> Any:
+        """What an approve or reject button answers for this interrupt (its schema's form)."""
+        record = self.store.interrupt_record(thread_id, interrupt_id) or {}
+        return native.decision_answer(
+            record.get("payload"),
+            approve,
+            breakpoint=bool(record.get("breakpoint")),
+            message="rejected in the approval inbox",
+        )
+
+    # --- answering -------------------------------------------------------------------
+
+    def _ending(self, thread_id: str, interrupt_id: str) -> StoredEvent | None:
+        return next(
+            (
+                e
+                for e in self.store.history(thread_id)
+                if e.interrupt_id == interrupt_id and e.type in (RESUMED, EXPIRED)
+            ),
+            None,
+        )
+
+    def answer(
+        self, principal: Principal, thread_id: str, interrupt_id: str, response: Any, digest: str
+    ) -> Result:
+        """Admit ``principal``'s answer, or say why not (see the module doc for the order)."""
+        where = f"interrupt {interrupt_id!r} on thread {thread_id!r}"
+        try:
+            record = self.store.interrupt_record(thread_id, interrupt_id)
+        except InvalidInputError:
+            record = None
+        if record is None:
+            return _error(404, f"{where} is unknown: nothing was minted with that id; nothing was written")
+        current = interrupt_digest(thread_id, interrupt_id, record.get("payload"))
+        if not hmac.compare_digest(current.encode(), digest.encode()):
+            return _error(
+                412,
+                f"the digest sent is not the digest of {where}: what was shown is not what "
+                "would be approved; load the interrupt again and look before answering "
+                "(nothing was admitted or written)",
+            )
+        native_interrupt = is_native_mint(record)
+        gate = None
+        if native_interrupt:
+            graph = record.get("graph")
+            gate = self.gateways.get(str(graph)) if graph is not None else None
+            if gate is None:
+                served = ", ".join(sorted(map(repr, self.gateways))) or "none"
+                return _error(
+                    409,
+                    f"{where} is a LangGraph interrupt of graph {graph!r}, and this server has "
+                    f"no --graph of that name (it serves: {served}); start it with "
+                    "--graph MODULE:ATTR for that graph. Nothing was written",
+                )
+        if self.policy is not None:
+            why = self.policy.refusal(principal, record.get("name"), record.get("actor"))
+            if why is not None:
+                try:
+                    self.store.record_refusal(
+                        thread_id, interrupt_id, response, actor=principal.name, error=why
+                    )
+                except PayloadTooLargeError as exc:
+                    return _error(413, str(exc))
+                except InvalidInputError as exc:
+                    return _error(400, str(exc))
+                return _error(403, f"not allowed: {why}; the refusal has been recorded")
+        try:
+            if gate is not None:
+                gate.answer(thread_id, interrupt_id, response, actor=principal.name)
+                waiting = [
+                    {"interrupt_id": o["interrupt_id"], "name": o["name"]}
+                    for o in self.store.open_interrupts(thread_id)
+                ]
+                return Result(200, {"outcome": "resumed", "actor": principal.name, "waiting": waiting})
+            command = self.store.resume(thread_id, interrupt_id, response, actor=principal.name)
+            return Result(
+                200, {"outcome": "resumed", "actor": principal.name, "resume": command.resume}
+            )
+        except InterruptInProgressError as exc:
+            return _error(
+                409,
+                str(exc),
+                resolved_by=exc.claimant,
+                resolved_at=_iso(exc.claimed_at),
+                in_progress=True,
+            )
+        except InterruptAlreadyResolvedError as exc:
+            ending = self._ending(thread_id, interrupt_id)
+            return _error(
+                409,
+                str(exc),
+                resolved_by=None if ending is None else ending.actor,
+                resolved_at=None if ending is None else ending.occurred_at.isoformat(),
+                in_progress=False,
+            )
+        except InterruptExpiredError as exc:
+            return _error(410, str(exc), reason=exc.reason)
+        except UnknownInterruptError as exc:
+            return _error(404, str(exc))
+        except ResumeNotAllowedError as exc:
+            return _error(403, str(exc))
+        except AnswerNotTakenError as exc:
+            return _error(422, str(exc), outcome="not_taken", graph_error=exc.error)
+        except PayloadTooLargeError as exc:
+            return _error(413, str(exc))
+        except InvalidInputError as exc:
+            return _error(400, str(exc))
+        except ProjectionMismatchError as exc:
+            return _error(500, str(exc))
+        except DatabaseError as exc:
+            return _error(503, str(exc))
+        except SymfonicStoreError as exc:
+            return _error(500, str(exc))

@@ -1,0 +1,371 @@
+"""The inbox's pages: sign in and out, the open interrupts, one interrupt, a thread.
+
+Every page is rendered by Jinja2 with autoescaping on: payloads are hostile input and
+every string of them reaches the page as text. Forms carry the interrupt's digest and
+a CSRF token; the session cookie is ``HttpOnly`` and ``SameSite=Strict``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, quote
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from ...errors import InvalidInputError
+from ...events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED, ROUTE_DECIDED
+from ..auth import client_address
+from ..limits import BodyTooLarge, read_body
+from ..principal import Principal
+from ..sessions import NONCE_COOKIE, SESSION_COOKIE, Sessions
+from ..web import Problem, principal, raw_ids, service
+
+HERE = Path(__file__).parent
+STATIC = HERE / "static"
+ANSWERS = ("approve", "reject", "answer")
+
+
+def environment() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(str(HERE / "templates")),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["seg"] = segment
+    env.filters["pretty"] = pretty
+    env.filters["age"] = age
+    env.filters["when"] = when
+    return env
+
+
+def segment(value: Any) -> str:
+    """An id as one path segment: every ``/``, ``?``, ``#`` and ``%`` percent-encoded."""
+    return quote(str(value), safe="")
+
+
+def pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+
+
+def age(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    s = int(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            rest = s % size
+            small = {"d": ("h", 3600), "h": ("m", 60), "m": ("s", 1)}[unit]
+            return f"{s // size}{unit} {rest // small[1]}{small[0]}" if rest >= small[1] else f"{s // size}{unit}"
+    return f"{s}s"
+
+
+def when(value: Any) -> str:
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            return str(value)
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return "" if value is None else str(value)
+
+
+# --- what the timeline says ------------------------------------------------------------
+
+
+def describe(event: dict[str, Any]) -> dict[str, Any]:
+    """One line of a timeline: when, who, what, and the details."""
+    data = event.get("data") or {}
+    kind = event["type"]
+    actor = event.get("actor")
+    detail: Any = None
+    if kind == MINTED:
+        what, tone = "asked", "asked"
+        detail = data.get("payload")
+    elif kind == RESUMED:
+        decision = data.get("decision")
+        response = data.get("response")
+        if decision is None and isinstance(response, dict) and isinstance(response.get("approved"), bool):
+            decision = "approved" if response["approved"] else "rejected"
+        what = f"answered: {decision}" if decision else "answered"
+        tone = "rejected" if decision in ("rejected", "reject", "ignore") else "approved"
+        detail = response
+    elif kind == RESUME_REJECTED:
+        what, tone = f"refused ({data.get('why')})", "refused"
+        detail = data.get("error") or data.get("response")
+    elif kind == EXPIRED:
+        what, tone = f"expired ({data.get('reason')}, detected by {data.get('detected_by')})", "expired"
+    elif kind == ROUTE_DECIDED:
+        what, tone = f"route: {data.get('route')}", "route"
+    else:
+        what, tone = kind, "route"
+    return {
+        "at": event.get("occurred_at"),
+        "who": actor,
+        "what": what,
+        "tone": tone,
+        "type": kind,
+        "interrupt_id": event.get("interrupt_id"),
+        "detail": detail,
+        "position": event.get("position"),
+    }
+
+
+# --- rendering -------------------------------------------------------------------------
+
+
+def _nonce(request: Request) -> tuple[str, bool]:
+    value = request.cookies.get(NONCE_COOKIE)
+    if value and 20 <= len(value) <= 100:
+        return value, False
+    return Sessions.new_nonce(), True
+
+
+def _cookie(response: Response, request: Request, name: str, value: str, max_age: int | None) -> None:
+    svc = service(request)
+    response.set_cookie(
+        name,
+        value,
+        max_age=max_age,
+        path=str(request.scope.get("root_path") or "") + "/",
+        httponly=True,
+        samesite="strict",
+        secure=svc.secure_cookies or request.url.scheme == "https",
+    )
+
+
+def render(
+    request: Request,
+    template: str,
+    *,
+    who: Principal | None,
+    status: int = 200,
+    **context: Any,
+) -> HTMLResponse:
+    svc = service(request)
+    nonce, fresh = _nonce(request)
+    root = str(request.scope.get("root_path") or "")
+    page = svc.templates.get_template(template).render(
+        who=who,
+        root=root,
+        csrf=svc.sessions.csrf_token(nonce, None if who is None else who.name),
+        sign_out=who is not None and svc.auth.form_sign_in,
+        **context,
+    )
+    response = HTMLResponse(page, status_code=status)
+    if fresh:
+        _cookie(response, request, NONCE_COOKIE, nonce, None)
+    return response
+
+
+def redirect(request: Request, path: str) -> RedirectResponse:
+    """303 to ``path`` under the app's root path (a POST's answer: the next GET)."""
+    return RedirectResponse(str(request.scope.get("root_path") or "") + path, status_code=303)
+
+
+def _signed_in(request: Request) -> Principal | None:
+    return principal(request, session=True)
+
+
+def _need(request: Request) -> Principal | Response:
+    who = _signed_in(request)
+    if who is not None:
+        return who
+    svc = service(request)
+    if svc.auth.form_sign_in:
+        return redirect(request, "/signin")
+    return render(
+        request, "error.html", who=None, status=401,
+        title="Not signed in",
+        message="This inbox trusts the authenticating proxy in front of it to say who you are, "
+        "and this request did not come through it.",
+    )
+
+
+async def _form(request: Request) -> dict[str, str]:
+    svc = service(request)
+    try:
+        body = await read_body(request, svc.body_limit)
+    except BodyTooLarge as exc:
+        raise Problem(413, str(exc)) from None
+    try:
+        pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False, max_num_fields=20)
+    except (UnicodeDecodeError, ValueError):
+        raise Problem(400, "the form could not be read") from None
+    return dict(pairs)
+
+
+def _csrf(request: Request, form: dict[str, str], who: Principal | None) -> None:
+    svc = service(request)
+    if not svc.sessions.csrf_ok(request.cookies.get(NONCE_COOKIE), None if who is None else who.name, form.get("csrf")):
+        raise Problem(403, "the form's CSRF token is missing or stale: reload the page and try again")
+
+
+# --- pages -----------------------------------------------------------------------------
+
+
+async def index(request: Request) -> Response:
+    who = _need(request)
+    if isinstance(who, Response):
+        return who
+    svc = service(request)
+    # The stream's starting point first, then the page: an event in between is after
+    # the cursor, so it refreshes the page instead of being missed.
+    after = await run_in_threadpool(svc.metrics.tail.catch_up, 0.5)
+    page = await run_in_threadpool(svc.approvals.inbox, limit=500)
+    return render(request, "inbox.html", who=who, title="Inbox", items=page["items"],
+                  more=page["next"] is not None, after=after)
+
+
+async def sign_in_page(request: Request) -> Response:
+    svc = service(request)
+    if not svc.auth.form_sign_in:
+        return redirect(request, "/")
+    return render(request, "signin.html", who=None, title="Sign in", error=None,
+                  mode=svc.auth.mode)
+
+
+async def sign_in(request: Request) -> Response:
+    svc = service(request)
+    if not svc.auth.form_sign_in:
+        raise Problem(404, "this server has no sign-in form: its proxy signs people in")
+    address = client_address(request, svc.proxies)
+    if svc.limiters is not None:
+        wait = svc.limiters.sign_in.retry_after(address)
+        if wait is not None:
+            response = render(
+                request, "signin.html", who=None, status=429, title="Sign in", mode=svc.auth.mode,
+                error=f"Too many failed sign-ins from this address; try again in {wait} s.",
+            )
+            response.headers["Retry-After"] = str(wait)
+            return response
+    form = await _form(request)
+    _csrf(request, form, None)
+    signed = svc.auth.sign_in(form.get("token", ""))
+    if signed is None:
+        if svc.limiters is not None:
+            svc.limiters.sign_in.hit(address)
+        return render(request, "signin.html", who=None, status=401, title="Sign in", mode=svc.auth.mode,
+                      error="That token was not accepted.")
+    value, max_age = svc.sessions.issue(signed)
+    signed_in = redirect(request, "/")
+    _cookie(signed_in, request, SESSION_COOKIE, value, max_age)
+    return signed_in
+
+
+async def sign_out(request: Request) -> Response:
+    who = _signed_in(request)
+    form = await _form(request)
+    _csrf(request, form, who)
+    response = redirect(request, "/signin")
+    root = str(request.scope.get("root_path") or "")
+    response.delete_cookie(SESSION_COOKIE, path=root + "/", httponly=True, samesite="strict")
+    return response
+
+
+async def interrupt_page(request: Request) -> Response:
+    ids = raw_ids(request, ("interrupts",))
+    if len(ids) == 3 and ids[2] == "answer" and request.method == "POST":
+        return await _answer(request, ids[0], ids[1])
+    if len(ids) != 2 or request.method not in ("GET", "HEAD"):
+        raise Problem(404, "not found")
+    who = _need(request)
+    if isinstance(who, Response):
+        return who
+    return await _show(request, who, ids[0], ids[1])
+
+
+async def _show(
+    request: Request,
+    who: Principal,
+    thread_id: str,
+    interrupt_id: str,
+    *,
+    status: int = 200,
+    error: str | None = None,
+    draft: str | None = None,
+) -> Response:
+    svc = service(request)
+    after = await run_in_threadpool(svc.metrics.tail.catch_up, 0.5)
+    view = await run_in_threadpool(svc.approvals.interrupt, thread_id, interrupt_id)
+    if view is None:
+        return render(request, "error.html", who=who, status=404, title="Unknown interrupt",
+                      message=f"There is no interrupt {interrupt_id!r} on thread {thread_id!r}.")
+    waiting = []
+    if view["status"] != "pending":
+        waiting = await run_in_threadpool(svc.store.open_interrupts, thread_id)
+    return render(
+        request, "interrupt.html", who=who, status=status, title=view.get("name") or "Interrupt",
+        iv=view, timeline=[describe(e) for e in view["events"]], error=error,
+        done=request.query_params.get("done") == "1" and error is None,
+        draft=draft if draft is not None else "", waiting=waiting, after=after,
+    )
+
+
+async def _answer(request: Request, thread_id: str, interrupt_id: str) -> Response:
+    svc = service(request)
+    who = _signed_in(request)
+    if who is None:
+        raise Problem(401, "sign in first")
+    form = await _form(request)
+    _csrf(request, form, who)
+    if svc.limiters is not None:
+        wait = svc.limiters.answers.hit(who.name)
+        if wait is not None:
+            svc.metrics.answered(429)
+            return await _show(request, who, thread_id, interrupt_id, status=429,
+                               error=f"Too many answers: try again in {wait} s.")
+    kind = form.get("decision", "")
+    if kind not in ANSWERS:
+        raise Problem(400, "decision: must be approve, reject or answer")
+    if kind == "answer":
+        text = form.get("response", "")
+        try:
+            response = json.loads(text) if text.strip() else None
+        except (ValueError, RecursionError):
+            return await _show(request, who, thread_id, interrupt_id, status=400, draft=text,
+                               error="The answer is not JSON (a string needs quotes: \"yes\").")
+    else:
+        response = await run_in_threadpool(svc.approvals.decision, thread_id, interrupt_id, kind == "approve")
+    result = await run_in_threadpool(
+        svc.approvals.answer, who, thread_id, interrupt_id, response, form.get("digest", "")
+    )
+    svc.metrics.answered(result.status)
+    if result.status == 200:
+        return redirect(request, f"/interrupts/{segment(thread_id)}/{segment(interrupt_id)}?done=1")
+    return await _show(request, who, thread_id, interrupt_id, status=result.status,
+                       error=str(result.body.get("error")),
+                       draft=form.get("response") if kind == "answer" else None)
+
+
+async def thread_page(request: Request) -> Response:
+    ids = raw_ids(request, ("threads",))
+    if len(ids) != 1:
+        raise Problem(404, "not found")
+    who = _need(request)
+    if isinstance(who, Response):
+        return who
+    svc = service(request)
+    thread_id = ids[0]
+
+    def load() -> list[dict[str, Any]]:
+        try:
+            return [e.as_dict() for e in svc.store.history(thread_id)]
+        except InvalidInputError:
+            return []  # an id no thread can have
+
+    after = await run_in_threadpool(svc.metrics.tail.catch_up, 0.5)
+    history = await run_in_threadpool(load)
+    if not history:
+        return render(request, "error.html", who=who, status=404, title="Unknown thread",
+                      message=f"Thread {thread_id!r} has no events.")
+    opened = {o["interrupt_id"] for o in await run_in_threadpool(svc.store.open_interrupts, thread_id)}
+    return render(request, "thread.html", who=who, title=f"Thread {thread_id}", thread_id=thread_id,
+                  timeline=[describe(e) for e in history], opened=opened, after=after)

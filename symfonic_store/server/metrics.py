@@ -1,0 +1,193 @@
+"""``/metrics``: the store seen by Prometheus (through ``prometheus-client``).
+
+Most figures come from the event log, not from this process's own traffic, so they
+are true whoever wrote the events (this service, another replica, the CLI, a sweep, a
+gateway in an agent's process) and survive a restart: a :class:`LogTail` folds every
+event once, in pages, from the beginning of the log (bounded work per scrape while it
+catches up on a large log; ``symfonic_log_position`` says how far it got).
+
+- ``symfonic_open_interrupts{source}``, ``symfonic_oldest_open_interrupt_age_seconds``
+- ``symfonic_answers_total{outcome}``: ``resumed``, and each refusal by its ``why``
+- ``symfonic_expiries_total{reason}``
+- ``symfonic_mint_to_answer_seconds``: a histogram, mint to ``interrupt.resumed``
+- ``symfonic_owed_wakeups``: wake-ups expiries still owe their graphs
+- ``symfonic_reader_lag_seconds``: how far a gap-safe reader trails the writers (SPEC
+  §11), from the store's ``reader_lag()`` where it has one, else 0
+- ``symfonic_http_answers_total{code}``: this process's answers by HTTP status
+  (412 and 429 are in no log)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter as Tally
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from ..events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED
+
+if TYPE_CHECKING:
+    from ..store import InterruptStore
+
+ANSWER_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0,
+                  4 * 3600.0, 12 * 3600.0, 86400.0, 3 * 86400.0, 7 * 86400.0)
+PAGE = 5000
+
+
+class LogTail:
+    """Folds the event log, once per event, into the counts the metrics show.
+
+    It reads with the store's own cursor (``events(after=...)``), so it never skips an
+    event that commits late (I11). ``position`` is the cursor it reached.
+    """
+
+    def __init__(self, store: InterruptStore) -> None:
+        self.store = store
+        self.position = 0
+        self.answers: Tally[str] = Tally()
+        self.expiries: Tally[str] = Tally()
+        self.buckets = [0] * (len(ANSWER_BUCKETS) + 1)
+        self.answer_sum = 0.0
+        self._minted: dict[tuple[str, str], float] = {}
+        self._lock = threading.Lock()
+
+    def catch_up(self, budget: float = 2.0) -> int:
+        """Fold what was appended since the last call (for at most about ``budget``
+        seconds); returns the cursor reached."""
+        with self._lock:
+            deadline = time.monotonic() + budget
+            while True:
+                page = self.store.events(after=self.position, limit=PAGE)
+                for event in page:
+                    self._fold(event)
+                if page:
+                    self.position = page[-1].position
+                if len(page) < PAGE or time.monotonic() > deadline:
+                    return self.position
+
+    def _fold(self, event: Any) -> None:
+        key = (event.thread_id, str(event.interrupt_id))
+        if event.type == MINTED:
+            self._minted[key] = event.occurred_at.timestamp()
+        elif event.type == RESUMED:
+            self.answers["resumed"] += 1
+            minted = self._minted.pop(key, None)
+            if minted is not None:
+                waited = max(0.0, event.occurred_at.timestamp() - minted)
+                self.answer_sum += waited
+                index = next((i for i, le in enumerate(ANSWER_BUCKETS) if waited <= le), len(ANSWER_BUCKETS))
+                self.buckets[index] += 1
+        elif event.type == RESUME_REJECTED:
+            self.answers[str(event.data.get("why"))] += 1
+        elif event.type == EXPIRED:
+            self.expiries[str(event.data.get("reason"))] += 1
+            self._minted.pop(key, None)
+
+
+class _StoreCollector(Collector):
+    """Reads the store at scrape time (called by ``generate_latest``, in a worker thread)."""
+
+    def __init__(self, metrics: ServiceMetrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        store = self.metrics.store
+        tail = self.metrics.tail
+        tail.catch_up()
+        now = time.time()
+        pending = store.list_pending()
+        by_source: Tally[str] = Tally(str(p.get("source") or "marker") for p in pending)
+        opened = GaugeMetricFamily(
+            "symfonic_open_interrupts", "Interrupts waiting for an answer.", labels=["source"]
+        )
+        for source in ("marker", "langgraph"):
+            opened.add_metric([source], by_source.get(source, 0))
+        yield opened
+        ages = [
+            now - float(p["minted_at"])
+            for p in pending
+            if isinstance(p.get("minted_at"), int | float) and not isinstance(p.get("minted_at"), bool)
+        ]
+        yield GaugeMetricFamily(
+            "symfonic_oldest_open_interrupt_age_seconds",
+            "Age of the oldest interrupt waiting for an answer (0 when none is).",
+            value=max(0.0, max(ages)) if ages else 0.0,
+        )
+        with tail._lock:
+            answers = dict(tail.answers)
+            expiries = dict(tail.expiries)
+            buckets = list(tail.buckets)
+            total = tail.answer_sum
+            position = tail.position
+        counted = CounterMetricFamily(
+            "symfonic_answers",
+            "Answers by outcome: resumed, or the refusal's why (already_resolved, expired, "
+            "not_allowed, in_progress, not_taken, unknown).",
+            labels=["outcome"],
+        )
+        for outcome in sorted(set(answers) | {"resumed"}):
+            counted.add_metric([outcome], answers.get(outcome, 0))
+        yield counted
+        expired = CounterMetricFamily(
+            "symfonic_expiries", "Interrupts declared dead, by reason.", labels=["reason"]
+        )
+        for reason in sorted(set(expiries) | {"ttl", "run_id", "superseded", "cancelled"}):
+            expired.add_metric([reason], expiries.get(reason, 0))
+        yield expired
+        cumulative, running = [], 0
+        for le, count in zip((*map(str, ANSWER_BUCKETS), "+Inf"), buckets, strict=True):
+            running += count
+            cumulative.append((le, running))
+        yield HistogramMetricFamily(
+            "symfonic_mint_to_answer_seconds",
+            "Time from an interrupt's mint to its admitted answer.",
+            buckets=cumulative,
+            sum_value=total,
+        )
+        yield GaugeMetricFamily(
+            "symfonic_owed_wakeups",
+            "Wake-ups that expiries still owe their graphs (the next sweep with --graph delivers them).",
+            value=store.owed_wakeups(),
+        )
+        lag = getattr(store, "reader_lag", None)
+        yield GaugeMetricFamily(
+            "symfonic_reader_lag_seconds",
+            "How far a gap-safe reader of the log trails the writers (a long transaction holds it back).",
+            value=float(lag()) if callable(lag) else 0.0,
+        )
+        yield GaugeMetricFamily(
+            "symfonic_log_position", "The log position the metrics have folded up to.", value=position
+        )
+
+
+class ServiceMetrics:
+    """The service's metrics registry (one per app, so several apps never collide)."""
+
+    def __init__(self, store: InterruptStore) -> None:
+        self.store = store
+        self.tail = LogTail(store)
+        self.registry = CollectorRegistry()
+        self.http_answers = Counter(
+            "symfonic_http_answers",
+            "Answers this process handled, by HTTP status.",
+            ["code"],
+            registry=self.registry,
+        )
+        self.registry.register(_StoreCollector(self))
+
+    def answered(self, status: int) -> None:
+        self.http_answers.labels(code=str(status)).inc()
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition (reads the store: call it off the event loop)."""
+        return generate_latest(self.registry)
