@@ -48,10 +48,6 @@ from .protocol import (
     new_interrupt_id,
     tools_condition,
 )
-from .services.audit import AuditRecord
-from .services.sweep import SweepReport
-from .services.verify import BrokenLink, VerifyReport
-from .store import AsyncInterruptStore, InterruptStore
 
 if TYPE_CHECKING:
     from .langgraph import (
@@ -65,12 +61,24 @@ if TYPE_CHECKING:
         make_interrupt_router,
         request_interrupt,
     )
+    from .services.audit import AuditRecord
+    from .services.sweep import SweepReport
+    from .services.verify import BrokenLink, VerifyReport
+    from .store import AsyncInterruptStore, InterruptStore
 
 __version__ = "0.1.0"
 
-# The LangGraph integration imports LangGraph and LangChain (seconds of CPU): its names
-# load on first use, so the store, the CLI and `--help` start without them.
+# Names load on first use: the LangGraph integration imports LangGraph and LangChain
+# (seconds of CPU), the store SQLAlchemy (a fifth of a second). `import symfonic_store`
+# and `symfonic-store --help` pay for neither; `from symfonic_store import X` works as
+# usual.
 _LAZY = {
+    "AsyncInterruptStore": "store",
+    "InterruptStore": "store",
+    "AuditRecord": "services.audit",
+    "SweepReport": "services.sweep",
+    "BrokenLink": "services.verify",
+    "VerifyReport": "services.verify",
     "InterruptGateway": "langgraph",
     "InterruptRequest": "langgraph",
     "InterruptState": "langgraph",

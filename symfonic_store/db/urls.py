@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sqlalchemy.engine import URL, make_url
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
 
 from ..errors import InvalidInputError
 
@@ -16,6 +18,9 @@ DEFAULT_URL = "sqlite:///symfonic_store.db"
 
 def parse_url(url: str | URL) -> URL:
     """Parse a database URL, failing with an error that never shows the password."""
+    # SQLAlchemy loads here, not on import: the command line's --help does without it.
+    from sqlalchemy.engine import URL, make_url
+
     if isinstance(url, URL):
         _check_url_text(url.render_as_string(hide_password=False))
         return _password_out_of_query(url)
