@@ -2,9 +2,10 @@
 the updated projection row in the same transaction.
 
 Concurrency is kept by the database. On SQLite a write transaction starts with
-``BEGIN IMMEDIATE`` (one writer at a time). On PostgreSQL the thread's projection row is
-locked ``FOR UPDATE`` and positions are allocated under a transaction-scoped advisory
-lock, so events commit in position order. In both, the unique ``(thread_id, version)``
+``BEGIN IMMEDIATE`` (one writer at a time), so positions commit in order. On PostgreSQL
+the thread's projection row is locked ``FOR UPDATE`` and appends to different threads
+commit in parallel; readers stay gap-safe by reading below the writers' horizon
+(:func:`~symfonic_store.db.statements.read_horizon`). In both, the unique ``(thread_id, version)``
 key turns any lost race into an integrity error, which :func:`run_write` retries. Only
 those: an integrity error that is not a lost race (a trigger, NOT NULL) is the database
 refusing the write, and fails at once (see :mod:`symfonic_store.db.translate`).
@@ -19,13 +20,13 @@ from typing import Any, TypeVar
 
 from sqlalchemy.engine import Connection
 
+from .db.executor import executor_for
 from .db.statements import (
     delete_open_interrupts,
     insert_events,
     insert_open_interrupts,
     insert_threads,
     load_thread,
-    lock_positions,
     update_threads,
 )
 from .db.translate import translate_errors
@@ -113,7 +114,7 @@ def flush(conn: Connection, writers: Sequence[ThreadWriter]) -> int:
     dirty = [w for w in writers if w.new_events]
     if not dirty:
         return 0
-    lock_positions(conn)
+    executor_for(conn).check_writer(conn)
     new_events = [e for w in dirty for e in w.new_events]
     insert_events(conn, new_events)
     insert_threads(conn, [w.state for w in dirty if not w._existed])

@@ -1,4 +1,5 @@
-"""Engines for both stores: SQLite's pragmas and BEGIN IMMEDIATE, option checks."""
+"""Engines for both stores: SQLite's pragmas and BEGIN IMMEDIATE, PostgreSQL's writers'
+lock at BEGIN, option checks."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, Engine
 
 from ..errors import InvalidInputError
+from .executor import WRITERS_LOCK_KEY
 from .urls import _prepare_sqlite_path, async_url, scrub, sync_url
 
 if TYPE_CHECKING:
@@ -21,7 +23,67 @@ _SYNCHRONOUS_PRAGMA = {mode: "PRAGMA synchronous=" + mode for mode in SQLITE_SYN
 MAX_BUSY_TIMEOUT = 2_000_000
 """Seconds; SQLite keeps its busy timeout in milliseconds in a 32-bit int."""
 
+POSTGRES_BEGIN_WRITE = (
+    f"BEGIN; SELECT pg_advisory_xact_lock_shared({WRITERS_LOCK_KEY}, hashtext(current_schema()))"
+)
+"""A PostgreSQL write transaction's start: the writers' lock in SHARE mode (see
+:data:`~symfonic_store.db.executor.WRITERS_LOCK_KEY`) as its first statement, before the
+transaction has an id, sent with the BEGIN in one round trip. No parameters: the simple
+query protocol takes both statements at once."""
 
+
+def _run_on_driver(connection: Connection, sql: str) -> None:
+    """Run ``sql`` straight on the driver's cursor, its errors wrapped like SQLAlchemy's.
+
+    Used for BEGIN, once per transaction: going through exec_driver_sql costs as much as
+    the BEGIN itself.
+    """
+    dbapi_connection = connection.connection.dbapi_connection
+    assert dbapi_connection is not None
+    cursor = None
+    try:
+        # cursor() inside the try: on a connection that died it raises the driver's
+        # error, which must reach translate_errors wrapped like any other.
+        cursor = dbapi_connection.cursor()
+        cursor.execute(sql)
+    except connection.dialect.loaded_dbapi.Error as exc:
+        raise sa.exc.DBAPIError.instance(
+            sql, (), exc, connection.dialect.loaded_dbapi.Error, dialect=connection.dialect
+        ) from exc
+    finally:
+        if cursor is not None:
+            cursor.close()
+
+
+def _install_postgres_behaviour(engine: Engine) -> None:
+    """BEGIN sent by the store, so a write transaction takes the writers' lock with it.
+
+    psycopg runs in autocommit mode and the BEGIN comes from SQLAlchemy's ``begin``
+    event (as on SQLite): ``BEGIN`` for a read, :data:`POSTGRES_BEGIN_WRITE` for a write
+    (the connection's ``symfonic_write`` option). COMMIT and ROLLBACK stay psycopg's,
+    which send them whenever a transaction is open. Every transaction that inserts
+    events must take the lock before it gets a transaction id: readers rely on it to
+    know which transactions may still commit events below their cursor (I11).
+    """
+    if getattr(engine, "_symfonic_postgres", False):
+        return
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.autocommit = True
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        dbapi_connection = connection.connection.dbapi_connection
+        assert dbapi_connection is not None
+        if not dbapi_connection.autocommit:
+            # A connection pooled before the store prepared this engine (one given by
+            # the caller): idle between transactions, so it may switch now.
+            dbapi_connection.autocommit = True
+        write = connection.get_execution_options().get("symfonic_write")
+        _run_on_driver(connection, POSTGRES_BEGIN_WRITE if write else "BEGIN")
+
+    engine._symfonic_postgres = True  # type: ignore[attr-defined]
 
 
 def _install_sqlite_behaviour(
@@ -53,24 +115,8 @@ def _install_sqlite_behaviour(
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
-        # Straight on the driver's cursor: this runs once per transaction, and going
-        # through exec_driver_sql costs as much as the BEGIN itself.
-        sql = "BEGIN IMMEDIATE" if connection.get_execution_options().get("symfonic_write") else "BEGIN"
-        dbapi_connection = connection.connection.dbapi_connection
-        assert dbapi_connection is not None
-        cursor = None
-        try:
-            # cursor() inside the try: on a connection that died it raises the driver's
-            # error, which must reach translate_errors wrapped like any other.
-            cursor = dbapi_connection.cursor()
-            cursor.execute(sql)
-        except connection.dialect.loaded_dbapi.Error as exc:
-            raise sa.exc.DBAPIError.instance(
-                sql, (), exc, connection.dialect.loaded_dbapi.Error, dialect=connection.dialect
-            ) from exc
-        finally:
-            if cursor is not None:
-                cursor.close()
+        write = connection.get_execution_options().get("symfonic_write")
+        _run_on_driver(connection, "BEGIN IMMEDIATE" if write else "BEGIN")
 
 
 def _check_sqlite_options(synchronous: str, busy_timeout: float) -> tuple[str, int]:
@@ -120,6 +166,8 @@ def create_sync_engine(
         engine = _engine_for(sync_url(url_or_engine), sa.create_engine)
     if engine.dialect.name == "sqlite":
         _install_sqlite_behaviour(engine, synchronous=mode, busy_timeout_ms=timeout_ms)
+    elif engine.dialect.name == "postgresql":
+        _install_postgres_behaviour(engine)
     return engine
 
 
@@ -139,4 +187,6 @@ def create_asyncio_engine(
         engine = _engine_for(async_url(url_or_engine), create_async_engine)
     if engine.dialect.name == "sqlite":
         _install_sqlite_behaviour(engine.sync_engine, synchronous=mode, busy_timeout_ms=timeout_ms)
+    elif engine.dialect.name == "postgresql":
+        _install_postgres_behaviour(engine.sync_engine)
     return engine

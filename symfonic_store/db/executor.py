@@ -19,8 +19,9 @@ The fast path is chosen only for SQLite, and only while nobody listens: an engin
 execution option ``symfonic_fast_path=False``, gets the Core executor, so nothing the
 store runs is hidden from instrumentation.
 
-The backend's own behaviour lives here too: the advisory locks PostgreSQL needs, and
-whether single-statement reads may run outside a transaction.
+The backend's own behaviour lives here too: the advisory locks PostgreSQL needs, how
+readers of the whole log stay gap-safe (I11), and whether single-statement reads may run
+outside a transaction.
 """
 
 from __future__ import annotations
@@ -38,13 +39,14 @@ FAST_PATH_OPTION = "symfonic_fast_path"
 """Engine execution option: ``False`` runs every statement through SQLAlchemy Core."""
 
 SETUP_LOCK_KEY = 0x53594D47  # "SYMG": two processes running setup() at once
-POSITION_LOCK_KEY = 0x53594D46  # "SYMF": one position lock per schema (I11)
+WRITERS_LOCK_KEY = 0x53594D46  # "SYMF": held SHARED by every write transaction (I11)
+"""With ``hashtext(current_schema())`` the key of the lock every PostgreSQL write
+transaction takes in SHARE mode at its BEGIN, before it has a transaction id (see
+:mod:`symfonic_store.db.engines`). Shared holders never wait on each other, so writers
+run in parallel; the lock only tells readers which transactions may still insert events
+into this schema (:func:`symfonic_store.db.statements.read_horizon`). Older releases took
+it EXCLUSIVE (one writer at a time), so during an upgrade the two never interleave."""
 
-_LOCK_POSITIONS = sa.select(
-    sa.func.pg_advisory_xact_lock(
-        sa.literal(POSITION_LOCK_KEY, sa.Integer()), sa.func.hashtext(sa.func.current_schema())
-    )
-)
 _LOCK_SETUP = sa.select(sa.func.pg_advisory_xact_lock(SETUP_LOCK_KEY))
 
 Processor = Callable[[Any], Any] | None
@@ -56,6 +58,14 @@ class Executor:
     name: ClassVar[str] = "core"
     reads_outside_transaction: ClassVar[bool] = False
     """May a single-statement read skip BEGIN/COMMIT (each statement atomic on its own)?"""
+    reads_below_horizon: ClassVar[bool] = False
+    """Must readers of the whole log stay below the writers' horizon (I11)? True where
+    positions can commit out of order (PostgreSQL's writers run in parallel); SQLite has
+    one writer at a time, so its positions commit in order and position order is safe."""
+    checks_before_writing: ClassVar[bool] = True
+    """Is a read-only check before a write worth it? Where a write transaction costs no
+    more than a read (PostgreSQL locks rows, not the database), the write path decides
+    alone and spares the extra transaction's round trips."""
 
     def fetch(
         self, conn: Connection, stmt: sa.Select[Any], params: Mapping[str, Any]
@@ -73,8 +83,8 @@ class Executor:
         """Run an INSERT or UPDATE once per row (``column_keys``: the INSERT's columns)."""
         raise NotImplementedError
 
-    def lock_positions(self, conn: Connection) -> None:
-        """Serialise position allocation until commit, where the backend needs it."""
+    def check_writer(self, conn: Connection) -> None:
+        """Refuse to insert events in a transaction the backend cannot keep gap-safe."""
 
     def lock_setup(self, conn: Connection) -> None:
         """Keep two concurrent ``setup()`` calls from both creating the tables."""
@@ -100,12 +110,23 @@ class CoreExecutor(Executor):
 
 
 class PostgresExecutor(CoreExecutor):
-    """Core statements, plus PostgreSQL's advisory locks."""
+    """Core statements, plus PostgreSQL's advisory locks and gap-safe reads."""
 
     name = "postgresql"
+    reads_below_horizon = True
+    checks_before_writing = False
 
-    def lock_positions(self, conn: Connection) -> None:
-        conn.execute(_LOCK_POSITIONS)
+    def check_writer(self, conn: Connection) -> None:
+        # Readers trust that every transaction inserting events took the writers' lock
+        # at its BEGIN, before it had a transaction id; only the store's engines do.
+        if not (
+            getattr(conn.engine, "_symfonic_postgres", False)
+            and conn.get_execution_options().get("symfonic_write")
+        ):
+            raise AssertionError(
+                "events must be appended in a write transaction of an engine prepared by "
+                "symfonic_store.db.engines (run_write on a store's engine)"
+            )
 
     def lock_setup(self, conn: Connection) -> None:
         conn.execute(_LOCK_SETUP)

@@ -44,6 +44,10 @@ def _settle(conn: Connection, settled: Callable[[Connection], tuple[bool, T]]) -
 def execute(conn: Connection, op: Op[T]) -> T:
     """Run ``op`` on ``conn``: a write in a retried write transaction, a read in a plain one.
 
+    A write's read-only check (``op.settled``) runs first only where the executor says
+    it pays (SQLite, whose write transaction takes the database's one write lock); on
+    PostgreSQL the write path decides alone, sparing a transaction's round trips.
+
     Raises:
         SchemaNotMigratedError: a statement failed on a missing table, and the database's
             revision (asked again: it may have changed since the store checked) says why.
@@ -52,7 +56,7 @@ def execute(conn: Connection, op: Op[T]) -> T:
         with translate_errors():
             if not op.write:
                 return _read_in_tx(conn, op.fn)
-            if op.settled is not None:
+            if op.settled is not None and executor_for(conn).checks_before_writing:
                 done, result = _settle(conn, op.settled)
                 if done:
                     return result
