@@ -4,6 +4,7 @@ lock at BEGIN, option checks."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
@@ -11,7 +12,8 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, Engine
 
 from ..errors import InvalidInputError
-from .executor import WRITERS_LOCK_KEY
+from ..events import canonical_json
+from .executor import WRITERS_LOCK, in_driver_transaction, leave_pipeline_for_sqlalchemy
 from .urls import _prepare_sqlite_path, async_url, scrub, sync_url
 
 if TYPE_CHECKING:
@@ -23,10 +25,8 @@ _SYNCHRONOUS_PRAGMA = {mode: "PRAGMA synchronous=" + mode for mode in SQLITE_SYN
 MAX_BUSY_TIMEOUT = 2_000_000
 """Seconds; SQLite keeps its busy timeout in milliseconds in a 32-bit int."""
 
-POSTGRES_BEGIN_WRITE = (
-    f"BEGIN; SELECT pg_advisory_xact_lock_shared({WRITERS_LOCK_KEY}, hashtext(current_schema()))"
-)
-"""A PostgreSQL write transaction's start: the writers' lock in SHARE mode (see
+POSTGRES_BEGIN = "BEGIN; " + WRITERS_LOCK
+"""A PostgreSQL transaction's start: the writers' lock in SHARE mode (see
 :data:`~symfonic_store.db.executor.WRITERS_LOCK_KEY`) as its first statement, before the
 transaction has an id, sent with the BEGIN in one round trip. No parameters: the simple
 query protocol takes both statements at once."""
@@ -59,11 +59,12 @@ def _install_postgres_behaviour(engine: Engine) -> None:
     """BEGIN sent by the store, so a write transaction takes the writers' lock with it.
 
     psycopg runs in autocommit mode and the BEGIN comes from SQLAlchemy's ``begin``
-    event (as on SQLite): ``BEGIN`` for a read, :data:`POSTGRES_BEGIN_WRITE` for a write
-    (the connection's ``symfonic_write`` option). COMMIT and ROLLBACK stay psycopg's,
-    which send them whenever a transaction is open. Every transaction that inserts
-    events must take the lock before it gets a transaction id: readers rely on it to
-    know which transactions may still commit events below their cursor (I11).
+    event (as on SQLite): :data:`POSTGRES_BEGIN`, for every transaction. COMMIT and
+    ROLLBACK stay psycopg's, which send them whenever a transaction is open. Every
+    transaction that inserts events must take the lock before it gets a transaction id:
+    readers rely on it to know which transactions may still commit events below their
+    cursor (I11). (The fast path, :class:`~symfonic_store.db.executor.PostgresCursorExecutor`,
+    runs its own transactions and takes the lock the same way.)
     """
     if getattr(engine, "_symfonic_postgres", False):
         return
@@ -74,14 +75,20 @@ def _install_postgres_behaviour(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
+        if in_driver_transaction(connection):
+            # A statement through SQLAlchemy inside a fast-path transaction: it joins
+            # that transaction, after the pipeline has delivered what it holds.
+            leave_pipeline_for_sqlalchemy(connection)
+            return
         dbapi_connection = connection.connection.dbapi_connection
         assert dbapi_connection is not None
         if not dbapi_connection.autocommit:
             # A connection pooled before the store prepared this engine (one given by
             # the caller): idle between transactions, so it may switch now.
             dbapi_connection.autocommit = True
-        write = connection.get_execution_options().get("symfonic_write")
-        _run_on_driver(connection, POSTGRES_BEGIN_WRITE if write else "BEGIN")
+        # Every transaction takes the lock, reads too: a holder without a transaction id
+        # never holds readers back, and so any transaction of this engine may append.
+        _run_on_driver(connection, POSTGRES_BEGIN)
 
     engine._symfonic_postgres = True  # type: ignore[attr-defined]
 
@@ -115,6 +122,8 @@ def _install_sqlite_behaviour(
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
+        if in_driver_transaction(connection):
+            return  # a statement through SQLAlchemy joins the fast path's transaction
         write = connection.get_execution_options().get("symfonic_write")
         _run_on_driver(connection, "BEGIN IMMEDIATE" if write else "BEGIN")
 
@@ -135,6 +144,10 @@ def _check_sqlite_options(synchronous: str, busy_timeout: float) -> tuple[str, i
 
 
 E = TypeVar("E", "Engine", "AsyncEngine")
+
+_OPTIONS: dict[str, Any] = {"json_serializer": canonical_json}
+"""How the store makes its engines: JSON columns hold canonical JSON (sorted keys, no
+spaces), the text an event's hash covers, whichever path wrote them."""
 
 
 def _engine_for(url: URL, factory: Callable[[URL], E]) -> E:
@@ -163,7 +176,7 @@ def create_sync_engine(
     if isinstance(url_or_engine, Engine):
         engine = url_or_engine
     else:
-        engine = _engine_for(sync_url(url_or_engine), sa.create_engine)
+        engine = _engine_for(sync_url(url_or_engine), partial(sa.create_engine, **_OPTIONS))
     if engine.dialect.name == "sqlite":
         _install_sqlite_behaviour(engine, synchronous=mode, busy_timeout_ms=timeout_ms)
     elif engine.dialect.name == "postgresql":
@@ -184,7 +197,7 @@ def create_asyncio_engine(
     if isinstance(url_or_engine, AsyncEngine):
         engine = url_or_engine
     else:
-        engine = _engine_for(async_url(url_or_engine), create_async_engine)
+        engine = _engine_for(async_url(url_or_engine), partial(create_async_engine, **_OPTIONS))
     if engine.dialect.name == "sqlite":
         _install_sqlite_behaviour(engine.sync_engine, synchronous=mode, busy_timeout_ms=timeout_ms)
     elif engine.dialect.name == "postgresql":

@@ -9,7 +9,7 @@ alone knows the backend.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -20,7 +20,8 @@ from sqlalchemy.engine import Connection, Row
 from ..events import ENDINGS, MINTED, RESUME_REJECTED, ROUTE_DECIDED, NewEvent, StoredEvent
 from ..native import NATIVE_SOURCE
 from ..projection import ThreadState
-from .executor import WRITERS_LOCK_KEY, executor_for
+from ..protocol import MARKER_KEYS
+from .executor import WRITERS_LOCK_KEY, Executor, JsonText, executor_for
 from .schema import claims, events, open_interrupts, threads, wakeups
 
 EVENT_COLUMNS = (
@@ -64,17 +65,31 @@ def to_event(row: Row[Any] | Sequence[Any]) -> StoredEvent:
 
 def to_thread(row: Row[Any] | Sequence[Any]) -> ThreadState:
     thread_id, version, last_hash, run_id, pending, pending_since = tuple(row)
+    if pending is not None and list(pending) != _MARKER_ORDER:
+        # Stored as its mint's canonical JSON (sorted keys): handed out in the seed's order.
+        ordered = {key: pending[key] for key in MARKER_KEYS if key in pending}
+        pending = {**ordered, **pending}
     return ThreadState(thread_id, version, last_hash, run_id, pending, pending_since)
 
 
-def thread_row(state: ThreadState) -> dict[str, Any]:
-    """The projection row of a thread (its columns derived from the folded state)."""
+_MARKER_ORDER = list(MARKER_KEYS)
+
+
+def thread_row(state: ThreadState, pending_json: str | None = None) -> dict[str, Any]:
+    """The projection row of a thread (its columns derived from the folded state).
+
+    ``pending_json``: the pending marker already encoded (the JSON of its mint), bound as
+    it is where the executor takes encoded JSON.
+    """
+    pending: Any = state.pending
+    if pending is not None and pending_json is not None:
+        pending = JsonText(pending_json)
     return {
         "thread_id": state.thread_id,
         "version": state.version,
         "last_hash": state.last_hash,
         "run_id": state.run_id,
-        "pending": state.pending,
+        "pending": pending,
         "pending_interrupt_id": state.pending_interrupt_id,
         "pending_run_id": state.pending_run_id,
         "pending_minted_at": state.pending_minted_at,
@@ -98,6 +113,38 @@ def load_thread(conn: Connection, thread_id: str, *, for_update: bool) -> Thread
     return to_thread(rows[0]) if rows else None
 
 
+_MINTED_ON_THREAD = (
+    sa.select(events.c.position)
+    .where(events.c.thread_id == sa.bindparam("t"))
+    .where(events.c.interrupt_id == sa.bindparam("i"))
+    .where(events.c.type == MINTED)
+    .exists()
+)
+_LOAD_THREAD_PROBING_MINT = (
+    sa.select(*THREAD_COLUMNS, _MINTED_ON_THREAD)
+    .where(threads.c.thread_id == sa.bindparam("t"))
+    .with_for_update(of=threads)
+)
+
+
+def load_thread_probing_mint(
+    conn: Connection, thread_id: str, interrupt_id: str
+) -> tuple[ThreadState | None, bool]:
+    """The thread's row locked for update, and whether ``interrupt_id`` was minted on it.
+
+    One statement. On PostgreSQL the probe reads the statement's snapshot, which may be
+    older than the row lock it waited for: a mint committed meanwhile is then missed,
+    and the mint appended again loses on ``uq_symfonic_events_one_mint`` and is retried,
+    so the answer the caller acts on is always right.
+    """
+    rows = executor_for(conn).fetch(
+        conn, _LOAD_THREAD_PROBING_MINT, {"t": thread_id, "i": interrupt_id}
+    )
+    if not rows:
+        return None, False
+    return to_thread(rows[0][:-1]), bool(rows[0][-1])
+
+
 _INSERT_THREAD = threads.insert()
 _UPDATE_THREAD = (
     threads.update()
@@ -115,18 +162,35 @@ _UPDATE_THREAD = (
 )
 
 
-def insert_threads(conn: Connection, states: Iterable[ThreadState]) -> None:
-    rows = [thread_row(s) for s in states]
-    executor_for(conn).write(conn, _INSERT_THREAD, rows, THREAD_ROW_KEYS)
+def _thread_rows(
+    executor: Executor, states: Sequence[ThreadState], pending_json: Sequence[str | None] | None
+) -> list[dict[str, Any]]:
+    if pending_json is None or not executor.takes_json_text:
+        return [thread_row(s) for s in states]
+    return [thread_row(s, j) for s, j in zip(states, pending_json, strict=True)]
 
 
-def update_threads(conn: Connection, states: Iterable[ThreadState]) -> None:
-    rows = []
-    for state in states:
-        row = thread_row(state)
+def insert_threads(
+    conn: Connection,
+    states: Sequence[ThreadState],
+    pending_json: Sequence[str | None] | None = None,
+) -> None:
+    """Insert projection rows (``pending_json``: each pending marker's JSON, when known)."""
+    executor = executor_for(conn)
+    executor.write(conn, _INSERT_THREAD, _thread_rows(executor, states, pending_json), THREAD_ROW_KEYS)
+
+
+def update_threads(
+    conn: Connection,
+    states: Sequence[ThreadState],
+    pending_json: Sequence[str | None] | None = None,
+) -> None:
+    """Update projection rows (``pending_json`` as for :func:`insert_threads`)."""
+    executor = executor_for(conn)
+    rows = _thread_rows(executor, states, pending_json)
+    for row in rows:
         row["b_thread_id"] = row.pop("thread_id")
-        rows.append(row)
-    executor_for(conn).write(conn, _UPDATE_THREAD, rows)
+    executor.write(conn, _UPDATE_THREAD, rows)
 
 
 def delete_all_threads(conn: Connection) -> None:
@@ -305,8 +369,14 @@ _INSERT_EVENT = events.insert()
 def insert_events(conn: Connection, new_events: Sequence[NewEvent]) -> None:
     if not new_events:
         return
+    executor = executor_for(conn)
     rows = [e.row() for e in new_events]
-    executor_for(conn).write(conn, _INSERT_EVENT, rows, EVENT_ROW_KEYS)
+    if executor.takes_json_text:
+        # The canonical text the hash covers, stored as it is: encoded once.
+        for row, event in zip(rows, new_events, strict=True):
+            if event.data_json:
+                row["data"] = JsonText(event.data_json)
+    executor.write(conn, _INSERT_EVENT, rows, EVENT_ROW_KEYS)
 
 
 _INTERRUPT_EVENTS = (
@@ -368,11 +438,12 @@ def events_after(conn: Connection, after: int, limit: int | None) -> list[Stored
     the consumer is; an ``after`` that names no event (0, or a removed one) starts after
     the nearest event below it.
     """
-    if not executor_for(conn).reads_below_horizon:
+    executor = executor_for(conn)
+    if not executor.reads_below_horizon:
         return read_page(conn, events_after_query(after, limit))
     horizon = read_horizon(conn, after=after)
     params = {"ctx": horizon.cursor[0], "cpos": horizon.cursor[1], "h": horizon.below, "n": limit}
-    return [to_event(r) for r in conn.execute(_EVENTS_BELOW_HORIZON, params)]
+    return [to_event(r) for r in executor.fetch(conn, _EVENTS_BELOW_HORIZON, params)]
 
 
 # --- the writers' horizon on PostgreSQL (I11, SPEC §11) ------------------------------
@@ -435,6 +506,7 @@ def _horizon_query() -> sa.Select[Any]:
             _pg_locks.outerjoin(_pg_stat_activity, _pg_stat_activity.c.pid == _pg_locks.c.pid)
         )
         .where(_pg_locks.c.locktype == "advisory")
+        .where(_pg_locks.c.pid != sa.func.pg_backend_pid())  # this reader's own session
         .where(_as_bigint(_pg_locks.c.classid) == WRITERS_LOCK_KEY)
         .where(_as_bigint(_pg_locks.c.objid) == schema_key)
         .where(_pg_locks.c.objsubid == 2)
@@ -489,7 +561,7 @@ class Horizon:
     cursor: tuple[int, int]
     """``(tx_id, position)`` of the consumer's cursor event; (-1, 0) before everything."""
     writers: int
-    """This schema's write transactions in flight when the horizon was read."""
+    """This schema's write transactions in flight (that have written) when it was read."""
     oldest_writer_seconds: float | None
     """How long the oldest of them has been open (None: none, or not visible to this role)."""
 
@@ -511,26 +583,28 @@ def read_horizon(conn: Connection, *, after: int = 0) -> Horizon:
     isolation level the whole transaction shares one snapshot, and the horizon is that
     snapshot's xmin (below every transaction it does not see).
     """
-    rows = conn.execute(_HORIZON, {"after": after}).all()
+    rows = executor_for(conn).fetch(conn, _HORIZON, {"after": after})
     xmax, xmin, isolation, ctx, cpos = rows[0][:5]
-    in_flight = [(pid, xid, age) for _, _, _, _, _, writer, pid, xid, age in rows if writer]
-    if isolation != "read committed" or any(pid is None for pid, _, _ in in_flight):
+    holders = [(pid, xid, age) for _, _, _, _, _, present, pid, xid, age in rows if present]
+    # A holder without a transaction id has written nothing yet (a reader, or a writer
+    # between its BEGIN and its first write): when it writes, its id will be >= xmax.
+    writing = [(xid, age) for _, xid, age in holders if xid is not None]
+    if isolation != "read committed" or any(pid is None for pid, _, _ in holders):
         below = int(xmin)  # one snapshot for the whole transaction (or a prepared one)
     else:
-        ids = [_widen(int(xid), int(xmax)) for _, xid, _ in in_flight if xid is not None]
-        below = min([int(xmax), *ids])
-    ages = [float(age) for _, _, age in in_flight if age is not None]
+        below = min([int(xmax), *(_widen(int(xid), int(xmax)) for xid, _ in writing)])
+    ages = [float(age) for _, age in writing if age is not None]
     return Horizon(
         below=below,
         cursor=(-1, 0) if ctx is None else (int(ctx), int(cpos)),
-        writers=len(in_flight),
+        writers=len(writing),
         oldest_writer_seconds=max(ages) if ages else None,
     )
 
 
 def events_behind_horizon(conn: Connection, horizon: Horizon) -> int:
     """Committed events a gap-safe reader cannot return yet (they wait for the horizon)."""
-    return int(conn.execute(_BEHIND_HORIZON, {"h": horizon.below}).scalar_one())
+    return int(executor_for(conn).fetch(conn, _BEHIND_HORIZON, {"h": horizon.below})[0][0])
 
 
 def all_events_by_thread_query(thread_id: str | None = None) -> sa.Select[Any]:

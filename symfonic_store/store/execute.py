@@ -13,7 +13,7 @@ from typing import TypeVar
 from sqlalchemy.engine import Connection
 
 from ..append import run_write
-from ..db.executor import executor_for
+from ..db.executor import choose_executor_again, executor_for
 from ..db.migrate import require_current_schema, upgrade
 from ..db.translate import SchemaSuspectError, translate_errors
 from ..errors import SchemaNotMigratedError
@@ -23,8 +23,15 @@ T = TypeVar("T")
 
 
 def _read_in_tx(conn: Connection, fn: Callable[[Connection], T]) -> T:
-    with conn.begin():
-        return fn(conn)
+    executor = executor_for(conn)
+    tx = executor.begin(conn, write=False)
+    try:
+        result = fn(conn)
+    except BaseException:
+        executor.rollback(conn, tx)
+        raise
+    executor.commit(conn, tx)
+    return result
 
 
 def _settle(conn: Connection, settled: Callable[[Connection], tuple[bool, T]]) -> tuple[bool, T]:
@@ -54,9 +61,10 @@ def execute(conn: Connection, op: Op[T]) -> T:
     """
     try:
         with translate_errors():
+            executor = choose_executor_again(conn)
             if not op.write:
                 return _read_in_tx(conn, op.fn)
-            if op.settled is not None and executor_for(conn).checks_before_writing:
+            if op.settled is not None and executor.checks_before_writing:
                 done, result = _settle(conn, op.settled)
                 if done:
                     return result

@@ -326,10 +326,10 @@ class Operations:
             InvalidInputError: a bad thread id, actor or payload.
         """
         t = validation.required_id(thread_id, "thread_id")
-        m = validation.marker(marker, max_bytes=self.max_payload_bytes)
+        m, encoded = validation.marker_encoded(marker, max_bytes=self.max_payload_bytes)
         a = validation.text_id(actor, "actor", optional=True)
         minted: bool = yield Op(
-            partial(lifecycle.mint, thread_id=t, marker=m, actor=a),
+            partial(lifecycle.mint, thread_id=t, marker=m, actor=a, encoded=encoded),
             write=True,
             settled=partial(lifecycle.mint_settled, thread_id=t, interrupt_id=m["interrupt_id"]),
         )
@@ -367,10 +367,10 @@ class Operations:
             raise InvalidInputError("state", f"must be a dict, got {type(state).__name__}")
         r = validation.route(route)
         raw = state.get(PENDING_KEY)
-        marker = (
-            validation.marker(raw, max_bytes=self.max_payload_bytes)
+        marker, encoded = (
+            validation.marker_encoded(raw, max_bytes=self.max_payload_bytes)
             if isinstance(raw, dict) and raw
-            else None
+            else (None, None)
         )
         validation.run_id(state.get("run_id"), "state.run_id")
         view = {PENDING_KEY: raw, "run_id": state.get("run_id")}
@@ -381,6 +381,7 @@ class Operations:
             route=r,
             marker=marker,
             ttl_seconds=self.ttl(ttl_seconds),
+            encoded=encoded,
         )
         yield Op(fn, write=True)
 
@@ -405,12 +406,18 @@ class Operations:
         t = validation.required_id(thread_id, "thread_id")
         i = validation.required_id(interrupt_id, "interrupt_id")
         a = validation.required_id(actor, "actor")
-        r = validation.json_value(
+        r, r_json = validation.json_encoded(
             response_dict(response), "response", max_bytes=self.max_payload_bytes
         )
         admitted: Any = yield Op(
             partial(
-                lifecycle.resume, rules=self.rules, thread_id=t, interrupt_id=i, response=r, actor=a
+                lifecycle.resume,
+                rules=self.rules,
+                thread_id=t,
+                interrupt_id=i,
+                response=r,
+                actor=a,
+                response_json=r_json,
             ),
             write=True,
         )
@@ -430,7 +437,7 @@ class Operations:
         i = validation.required_id(pending.get("interrupt_id"), "marker.interrupt_id")
         a = validation.text_id(actor, "actor", optional=True)
         # What the seed node hands the agent (N2), as the JSON the store records.
-        response = validation.json_value(
+        response, response_json = validation.json_encoded(
             recorded_response(resume_value) if resume_value is not None else {},
             "response",
             max_bytes=self.max_payload_bytes,
@@ -443,6 +450,7 @@ class Operations:
             response=response,
             actor=a,
             from_node=True,
+            response_json=response_json,
         )
         settled = partial(
             lifecycle.node_resume_settled, thread_id=t, interrupt_id=i, response=response
