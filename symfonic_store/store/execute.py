@@ -13,7 +13,7 @@ from typing import TypeVar
 from sqlalchemy.engine import Connection
 
 from ..append import run_write
-from ..db.executor import choose_executor_again, executor_for
+from ..db.executor import executor_for
 from ..db.migrate import require_current_schema, upgrade
 from ..db.translate import SchemaSuspectError, translate_errors
 from ..errors import SchemaNotMigratedError
@@ -23,15 +23,8 @@ T = TypeVar("T")
 
 
 def _read_in_tx(conn: Connection, fn: Callable[[Connection], T]) -> T:
-    executor = executor_for(conn)
-    tx = executor.begin(conn, write=False)
-    try:
-        result = fn(conn)
-    except BaseException:
-        executor.rollback(conn, tx)
-        raise
-    executor.commit(conn, tx)
-    return result
+    with conn.begin():
+        return fn(conn)
 
 
 def _settle(conn: Connection, settled: Callable[[Connection], tuple[bool, T]]) -> tuple[bool, T]:
@@ -51,20 +44,15 @@ def _settle(conn: Connection, settled: Callable[[Connection], tuple[bool, T]]) -
 def execute(conn: Connection, op: Op[T]) -> T:
     """Run ``op`` on ``conn``: a write in a retried write transaction, a read in a plain one.
 
-    A write's read-only check (``op.settled``) runs first only where the executor says
-    it pays (SQLite, whose write transaction takes the database's one write lock); on
-    PostgreSQL the write path decides alone, sparing a transaction's round trips.
-
     Raises:
         SchemaNotMigratedError: a statement failed on a missing table, and the database's
             revision (asked again: it may have changed since the store checked) says why.
     """
     try:
         with translate_errors():
-            executor = choose_executor_again(conn)
             if not op.write:
                 return _read_in_tx(conn, op.fn)
-            if op.settled is not None and executor.checks_before_writing:
+            if op.settled is not None:
                 done, result = _settle(conn, op.settled)
                 if done:
                     return result
