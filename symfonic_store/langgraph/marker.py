@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Annotated, Any, TypedDict, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
@@ -40,6 +41,7 @@ from ..protocol import (
     normalize_response,
     response_updates,
 )
+from .checkpointer import own_checkpointer
 
 if TYPE_CHECKING:
     from ..store import AsyncInterruptStore, InterruptStore
@@ -113,6 +115,13 @@ def _check_store(store: Any, method: str, what: str) -> None:
         )
 
 
+def _in_step(store: Any, config: RunnableConfig | None) -> AbstractContextManager[None]:
+    """Defer the store's writes into the step's checkpoint transaction, when the graph's
+    checkpointer is ``store.checkpointer()`` (one COMMIT for the step and its events)."""
+    saver = own_checkpointer(store, config)
+    return nullcontext() if saver is None else saver.defer_writes(config)
+
+
 def _require_sync(store: Any, what: str) -> None:
     if _is_async_store(store):
         raise TypeError(
@@ -152,9 +161,12 @@ def create_interrupt_node(store: AnyStore | None = None) -> GraphCallable:
         sync_store = cast("InterruptStore", store)
         thread_id = _thread_id(config)
         actor = _actor(config)
-        sync_store.mint(thread_id, pending)
         # Check the answer before interrupt() hands it over (see _incoming_resume).
         incoming = _incoming_resume(config)
+        # About to pause: the mint can commit with the step. An answer is admitted at
+        # once, so its mint must be there first.
+        with _in_step(store, config) if incoming is None else nullcontext():
+            sync_store.mint(thread_id, pending)
         response = None
         if incoming is not None and incoming is not _NOT_VISIBLE:
             response = sync_store.admit_node_resume(thread_id, pending, incoming, actor=actor)
@@ -171,8 +183,9 @@ def create_interrupt_node(store: AnyStore | None = None) -> GraphCallable:
             return _answer_without_store(pending)
         thread_id = _thread_id(config)
         actor = _actor(config)
-        await _maybe_await(store.mint(thread_id, pending))
         incoming = _incoming_resume(config)
+        with _in_step(store, config) if incoming is None else nullcontext():
+            await _maybe_await(store.mint(thread_id, pending))
         response = None
         if incoming is not None and incoming is not _NOT_VISIBLE:
             response = await _maybe_await(
@@ -269,16 +282,18 @@ def make_interrupt_router(
     def route(state: dict[str, Any], config: RunnableConfig) -> str:
         _require_sync(store, "make_interrupt_router")
         decided = interrupt_condition(state, ttl())
-        cast("InterruptStore", store).record_router_decision(
-            _thread_id(config), state, decided, ttl_seconds=ttl()
-        )
+        with _in_step(store, config):
+            cast("InterruptStore", store).record_router_decision(
+                _thread_id(config), state, decided, ttl_seconds=ttl()
+            )
         return decided
 
     async def aroute(state: dict[str, Any], config: RunnableConfig) -> str:
         decided = interrupt_condition(state, ttl())
-        await _maybe_await(
-            store.record_router_decision(_thread_id(config), state, decided, ttl_seconds=ttl())
-        )
+        with _in_step(store, config):
+            await _maybe_await(
+                store.record_router_decision(_thread_id(config), state, decided, ttl_seconds=ttl())
+            )
         return decided
 
     return GraphCallable(route, afunc=aroute, name="interrupt_router")

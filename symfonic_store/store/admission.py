@@ -322,6 +322,14 @@ def confirm(
     return True
 
 
+def confirm_settled(conn: Connection, thread_id: str, interrupt_id: str) -> tuple[bool, bool]:
+    """Read-only: ``(True, False)`` when no claim is held -- settled already (by the
+    checkpointer, in the transaction of the step that consumed the answer)."""
+    if claim_rows(conn, thread_id).get(interrupt_id) is None:
+        return True, False
+    return False, False
+
+
 def release(
     conn: Connection, thread_id: str, interrupt_id: str, *, error: str, via: str = "gateway"
 ) -> bool:
@@ -400,7 +408,7 @@ def record_task_writes(conn: Connection, record: dict[str, Any]) -> None:
         }
         for iv in record["interrupts"]
     ]
-    mint_waiting(w, items, opened, actor=record["actor"], graph=None)
+    mint_waiting(w, items, opened, actor=record["actor"], graph=record.get("graph"))
     flush(conn, [w])
 
 
