@@ -45,6 +45,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from sqlalchemy.engine import Connection
 
 from ..db import checkpoints as tables
+from ..db.statements import load_thread
 from ..db.translate import translate_errors
 from ..errors import InvalidInputError
 from ..store.ops import Op
@@ -297,38 +298,56 @@ class _Checkpointer(BaseCheckpointSaver[str]):
 
     # --- the operations, as steps for the store's runner ------------------------------
 
-    def _step(self, sql_work: Callable[[Connection], Any], records: list[Op[Any]]) -> Op[Any]:
-        """One write transaction: LangGraph's SQL, then the store's writes, one COMMIT."""
+    def _step(
+        self,
+        sql_work: Callable[[Connection], Any],
+        records: list[Op[Any]],
+        waiting: tuple[str, Callable[[], list[Op[Any]]]] | None = None,
+    ) -> Op[Any]:
+        """One write transaction: LangGraph's SQL, then the store's writes, one COMMIT.
+
+        ``waiting`` is ``(thread_id, take)``: the deferred writes to commit here are
+        taken inside the transaction, once the thread's writers are shut out (SQLite's
+        BEGIN IMMEDIATE; on PostgreSQL the thread's projection row, locked), so that the
+        transactions of one thread take and commit them in the same order.
+        """
+        taken: list[Op[Any]] | None = None
 
         def work(conn: Connection) -> Any:
+            nonlocal taken
             result = sql_work(conn)
-            for op in records:
+            if taken is None:  # once: a retried transaction runs the same writes again
+                taken = []
+                if waiting is not None and self._steps.has(waiting[0]):
+                    if self._sql.postgres:
+                        load_thread(conn, waiting[0], for_update=True)
+                    taken = waiting[1]()
+            for op in (*taken, *records):
                 op.fn(conn)
             return result
 
         return Op(work, write=True)
 
     def _put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any, recorded: list[Op[Any]]) -> Op[Any]:
+        thread_id = _thread_id(config)
         ns = str(config["configurable"].get("checkpoint_ns") or "")
-        waiting = self._steps.for_checkpoint(_thread_id(config), ns, str(checkpoint["id"]))
         return self._step(
             lambda conn: self._sql.call(conn, "put", config, checkpoint, metadata, new_versions),
-            waiting + recorded,
+            recorded,
+            (thread_id, lambda: self._steps.for_checkpoint(thread_id, ns, str(checkpoint["id"]))),
         )
 
     def _put_writes(
         self, config: Any, forwarded: Any, task_id: str, task_path: str, recorded: list[Op[Any]]
     ) -> Op[Any]:
+        thread_id = _thread_id(config)
         configurable = config["configurable"]
-        waiting = self._steps.for_writes(
-            _thread_id(config),
-            str(configurable.get("checkpoint_ns") or ""),
-            configurable.get("checkpoint_id"),
-            task_id,
-        )
+        ns = str(configurable.get("checkpoint_ns") or "")
+        started = configurable.get("checkpoint_id")
         return self._step(
             lambda conn: self._sql.call(conn, "put_writes", config, forwarded, task_id, task_path),
-            waiting + recorded,
+            recorded,
+            (thread_id, lambda: self._steps.for_writes(thread_id, ns, started, task_id)),
         )
 
     def _get_tuple(self, config: Any) -> Op[Any]:

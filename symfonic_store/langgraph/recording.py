@@ -52,7 +52,9 @@ def observed(
     for channel, value in writes:
         if channel == _INTERRUPT:
             for iv in value if isinstance(value, list | tuple) else (value,):
-                interrupts.append({"interrupt_id": iv.id, "value": iv.value})
+                if getattr(iv, "id", None) is None:
+                    continue  # not LangGraph's Interrupt: nothing the graph would wait on
+                interrupts.append({"interrupt_id": iv.id, "value": getattr(iv, "value", None)})
         elif channel == _RESUME:
             answers = list(value) if isinstance(value, list) else [value]
             if answers:

@@ -136,6 +136,10 @@ class StepWrites:
 
         return self._take(thread_id, taken)
 
+    def has(self, thread_id: str) -> bool:
+        """Is anything of the thread waiting? (A hint: read without the lock.)"""
+        return thread_id in self._waiting
+
     def __len__(self) -> int:
         with self._lock:
             return sum(len(w) for w in self._waiting.values())
