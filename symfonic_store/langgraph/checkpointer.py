@@ -44,10 +44,12 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from sqlalchemy.engine import Connection
 
+from .. import native, validation
 from ..db import checkpoints as tables
 from ..db.statements import load_thread
 from ..db.translate import translate_errors
 from ..errors import InvalidInputError
+from ..store import admission
 from ..store.ops import Op
 from ..store.steps import Step, StepWrites, deferring
 from .recording import moved, observed
@@ -59,9 +61,10 @@ try:  # private; tests/test_langgraph_private.py fails loudly if they move
     from langgraph._internal._constants import CONFIG_KEY_CHECKPOINT_MAP as CHECKPOINT_MAP_KEY
     from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER as CHECKPOINTER_KEY
     from langgraph._internal._constants import CONFIG_KEY_TASK_ID as TASK_ID_KEY
+    from langgraph._internal._constants import INTERRUPT
 except ImportError:  # pragma: no cover
     CHECKPOINTER_KEY, TASK_ID_KEY = "__pregel_checkpointer", "__pregel_task_id"
-    CHECKPOINT_MAP_KEY = "checkpoint_map"
+    CHECKPOINT_MAP_KEY, INTERRUPT = "checkpoint_map", "__interrupt__"
 
 GRAPH_KEY = "symfonic_graph"
 """The configurable key the gateway names its graph under, for the mints to record."""
@@ -263,6 +266,26 @@ def _task_record(config: Any, writes: Sequence[tuple[str, Any]], task_id: str) -
     return forwarded, record
 
 
+def _waits_of(head: CheckpointTuple | None) -> list[dict[str, Any]]:
+    """Records of the interrupts a checkpoint's tasks raised (LangGraph's own, not markers)."""
+    if head is None:
+        return []
+    by_task: dict[str, list[tuple[str, Any]]] = {}
+    for task_id, channel, value in head.pending_writes or ():
+        if channel == INTERRUPT:
+            by_task.setdefault(task_id, []).append((channel, value))
+    records = []
+    for task_id, writes in by_task.items():
+        _, record = observed(head.config, writes, task_id)
+        if record is None:
+            continue
+        record["interrupts"] = [i for i in record["interrupts"] if not native.is_marker_value(i["value"])]
+        record["actor"] = None
+        if record["interrupts"]:
+            records.append(record)
+    return records
+
+
 class _Checkpointer(BaseCheckpointSaver[str]):
     """What both twins share: the bound SQL, the deferred writes, the transactions."""
 
@@ -315,13 +338,14 @@ class _Checkpointer(BaseCheckpointSaver[str]):
 
         def work(conn: Connection) -> Any:
             nonlocal taken
-            result = sql_work(conn)
             if taken is None:  # once: a retried transaction runs the same writes again
                 taken = []
                 if waiting is not None and self._steps.has(waiting[0]):
                     if self._sql.postgres:
                         load_thread(conn, waiting[0], for_update=True)
                     taken = waiting[1]()
+            # Taken first: if LangGraph's SQL fails, they go with the transaction.
+            result = sql_work(conn)
             for op in (*taken, *records):
                 op.fn(conn)
             return result
@@ -334,7 +358,12 @@ class _Checkpointer(BaseCheckpointSaver[str]):
         return self._step(
             lambda conn: self._sql.call(conn, "put", config, checkpoint, metadata, new_versions),
             recorded,
-            (thread_id, lambda: self._steps.for_checkpoint(thread_id, ns, str(checkpoint["id"]))),
+            (
+                thread_id,
+                lambda: self._steps.for_checkpoint(
+                    thread_id, ns, config["configurable"].get("checkpoint_id"), str(checkpoint["id"])
+                ),
+            ),
         )
 
     def _put_writes(
@@ -361,7 +390,16 @@ class _Checkpointer(BaseCheckpointSaver[str]):
 
     def _copy_thread(self, source: str, target: str) -> Op[Any]:
         layout = self._sql.layout
-        return self._step(lambda conn: tables.copy_thread(conn, layout, source, target), [])
+
+        def copy_and_record(conn: Connection) -> None:
+            tables.copy_thread(conn, layout, source, target)
+            # The copy waits on what the source waited on: recorded on the target, as
+            # any thread's interrupts are (the source's answers stay the source's).
+            head = self._sql.call(conn, "get_tuple", {"configurable": {"thread_id": target, "checkpoint_ns": ""}})
+            for record in _waits_of(head):
+                admission.record_task_writes(conn, record)
+
+        return self._step(copy_and_record, [])
 
     def _delete_for_runs(self, run_ids: list[str]) -> Op[Any]:
         layout = self._sql.layout
@@ -461,7 +499,8 @@ class StoreCheckpointer(_Checkpointer):
         self._run(self._delete_thread(t, self._collect("record_waiting", t, [])))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self._run(self._copy_thread(str(source_thread_id), str(target_thread_id)))
+        target = validation.required_id(str(target_thread_id), "target_thread_id")
+        self._run(self._copy_thread(str(source_thread_id), target))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         ids = _thread_ids(run_ids)
@@ -603,7 +642,8 @@ class AsyncStoreCheckpointer(_Checkpointer):
         await self._run(self._delete_thread(t, await self._collect("record_waiting", t, [])))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await self._run(self._copy_thread(str(source_thread_id), str(target_thread_id)))
+        target = validation.required_id(str(target_thread_id), "target_thread_id")
+        await self._run(self._copy_thread(str(source_thread_id), target))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         ids = _thread_ids(run_ids)

@@ -92,13 +92,15 @@ class StepWrites:
 
         return keep
 
-    def _take(self, thread_id: str, taken: Callable[[Step], bool]) -> list[Op[Any]]:
+    def _take(
+        self, thread_id: str, taken: Callable[[Step], bool], dropped: Callable[[Step], bool] | None = None
+    ) -> list[Op[Any]]:
         with self._lock:
             waiting = self._waiting.get(thread_id)
             if not waiting:
                 return []
             ops = [w.op for w in waiting if taken(w.step)]
-            kept = [w for w in waiting if not taken(w.step)]
+            kept = [w for w in waiting if not taken(w.step) and not (dropped and dropped(w.step))]
             if kept:
                 self._waiting[thread_id] = kept
             else:
@@ -122,19 +124,32 @@ class StepWrites:
 
         return self._take(thread_id, taken)
 
-    def for_checkpoint(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> list[Op[Any]]:
+    def for_checkpoint(
+        self, thread_id: str, checkpoint_ns: str, replaced: str | None, checkpoint_id: str
+    ) -> list[Op[Any]]:
         """What commits with a new checkpoint: the writes of the steps that led to it.
 
-        With ``durability="exit"`` LangGraph saves only the last checkpoint of a run, so
-        that is every step of the run.
+        Those are the steps that started from the checkpoint it replaces (``replaced``)
+        or later; with ``durability="exit"`` LangGraph saves only the last checkpoint of
+        a run, so that is every step of the run. LangGraph saves checkpoints one after
+        the other, so what started before ``replaced`` and is still here was abandoned
+        (its step's saves failed): it is dropped, never recorded.
         """
 
-        def taken(step: Step) -> bool:
-            return step.checkpoint_ns == checkpoint_ns and (
-                step.checkpoint_id is None or step.checkpoint_id < checkpoint_id
-            )
+        def started(step: Step) -> bool:
+            return step.checkpoint_ns == checkpoint_ns and step.checkpoint_id is not None
 
-        return self._take(thread_id, taken)
+        def taken(step: Step) -> bool:
+            if step.checkpoint_ns != checkpoint_ns:
+                return False
+            if step.checkpoint_id is None:
+                return True
+            return (replaced is None or step.checkpoint_id >= replaced) and step.checkpoint_id < checkpoint_id
+
+        def abandoned(step: Step) -> bool:
+            return started(step) and replaced is not None and step.checkpoint_id < replaced  # type: ignore[operator]
+
+        return self._take(thread_id, taken, abandoned)
 
     def has(self, thread_id: str) -> bool:
         """Is anything of the thread waiting? (A hint: read without the lock.)"""
