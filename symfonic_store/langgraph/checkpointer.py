@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import threading
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
@@ -42,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
+from sqlalchemy import event
 from sqlalchemy.engine import Connection
 
 from .. import native, validation
@@ -49,8 +52,8 @@ from ..db import checkpoints as tables
 from ..db.statements import load_thread
 from ..db.translate import translate_errors
 from ..errors import InvalidInputError
-from ..store import admission
-from ..store.ops import Op
+from ..store import admission, execute
+from ..store.ops import Op, Operations
 from ..store.steps import Step, StepWrites, deferring
 from .recording import moved, observed
 
@@ -173,7 +176,15 @@ class _Sql:
         self._async_template: Any = None
 
     def bind(self, conn: Connection) -> Any:
-        """The saver, on ``conn``'s driver connection (a shallow copy: nothing shared moves)."""
+        """The saver, on ``conn``'s driver connection.
+
+        One shallow copy per DBAPI connection, kept in its ``info`` (a connection is
+        used by one caller at a time, and the copy's only state is that connection).
+        """
+        info = conn.info
+        saver = info.get(self)
+        if saver is not None:
+            return saver
         if self.awaits:
             if self._async_template is None:
                 # AsyncPostgresSaver notes the running loop when made: make it in the loop.
@@ -183,6 +194,7 @@ class _Sql:
         else:
             saver = copy.copy(self._template)
             saver.conn = conn.connection.dbapi_connection
+        info[self] = saver
         return saver
 
     def call(self, conn: Connection, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -286,6 +298,77 @@ def _waits_of(head: CheckpointTuple | None) -> list[dict[str, Any]]:
     return records
 
 
+class _SqliteWriter:
+    """The checkpointer's write transactions on one SQLite database: queued, on one connection.
+
+    LangGraph saves a step's writes and its checkpoint from two threads at once, and
+    SQLite lets one writer in: the other would wait in SQLite's busy handler, which
+    sleeps 1, 2, 5, 10 ... ms between tries. Queued on a lock here, it goes the instant
+    the first one commits (``SqliteSaver`` queues on a lock too). Queued writers can
+    share one connection, so none pays for a pool checkout and reset per step. Another
+    process's writers (or the store's own calls) still meet the busy timeout, as before.
+    """
+
+    def __init__(self, engine: Any) -> None:
+        self.lock = threading.Lock()
+        self.conn: Connection | None = None
+        event.listen(engine, "engine_disposed", lambda _engine: self.close())
+
+    def run(self, store: Any, op: Op[Any]) -> Any:
+        """``op`` on the writer's connection: a write in its transaction; a read of
+        LangGraph's tables outside one, as ``SqliteSaver`` reads (each statement atomic)."""
+        with self.lock:
+            conn = self.conn
+            if conn is None or conn.closed or conn.invalidated:
+                conn = self.conn = store.engine.connect()
+            try:
+                with translate_errors():
+                    if not store._schema_ok:
+                        execute.check_schema(conn)
+                        store._schema_ok = True
+                    if not op.write:
+                        try:
+                            return op.fn(conn)
+                        finally:
+                            if conn.in_transaction():  # a statement that went through SQLAlchemy
+                                conn.commit()
+                    return execute.execute(conn, op)
+            except BaseException:
+                self.conn = None  # a fresh connection next time, whatever this one saw
+                conn.close()
+                raise
+
+    def close(self) -> None:
+        with self.lock:
+            if self.conn is not None:
+                self.conn.close()
+                self.conn = None
+
+
+_WRITERS: weakref.WeakKeyDictionary[Any, _SqliteWriter] = weakref.WeakKeyDictionary()
+_WRITERS_LOCK = threading.Lock()
+_ASYNC_QUEUES: weakref.WeakKeyDictionary[Any, dict[Any, asyncio.Lock]] = weakref.WeakKeyDictionary()
+
+
+def _sqlite_writer(engine: Any) -> _SqliteWriter:
+    """The writer of ``engine``'s database (one per engine, shared by its checkpointers)."""
+    with _WRITERS_LOCK:
+        writer = _WRITERS.get(engine)
+        if writer is None:
+            writer = _WRITERS[engine] = _SqliteWriter(engine)
+        return writer
+
+
+def _async_writer_queue(engine: Any) -> asyncio.Lock:
+    """As :class:`_SqliteWriter`'s lock, for the coroutines of one event loop."""
+    loops = _ASYNC_QUEUES.setdefault(engine, {})
+    loop = asyncio.get_running_loop()
+    lock = loops.get(loop)
+    if lock is None:
+        lock = loops[loop] = asyncio.Lock()
+    return lock
+
+
 class _Checkpointer(BaseCheckpointSaver[str]):
     """What both twins share: the bound SQL, the deferred writes, the transactions."""
 
@@ -297,6 +380,7 @@ class _Checkpointer(BaseCheckpointSaver[str]):
         self._sql = sql
         self._steps = StepWrites()
         self._is_setup = False
+        self._queue_writers = not sql.postgres
 
     def defer_writes(self, config: Any) -> AbstractContextManager[None]:
         """Let the store writes made inside commit with this task's step (node, router).
@@ -318,6 +402,20 @@ class _Checkpointer(BaseCheckpointSaver[str]):
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         return self._sql.get_next_version(current, channel)  # type: ignore[no-any-return]
+
+    def _collect(self, method: str, *args: Any, **kwargs: Any) -> list[Op[Any]]:
+        """The write steps of the store's operation ``method``, for this checkpointer's
+        transaction: the plan both stores run (its validation included), not run here."""
+        plan = getattr(Operations, method)(self.store._ops, *args, **kwargs)
+        ops: list[Op[Any]] = []
+        try:
+            step = plan.send(None)
+            while True:
+                assert isinstance(step, Op) and step.write, f"{method} is not a plan of writes"
+                ops.append(step)
+                step = plan.send(None)
+        except StopIteration:
+            return ops
 
     # --- the operations, as steps for the store's runner ------------------------------
 
@@ -347,7 +445,9 @@ class _Checkpointer(BaseCheckpointSaver[str]):
             # Taken first: if LangGraph's SQL fails, they go with the transaction.
             result = sql_work(conn)
             for op in (*taken, *records):
-                op.fn(conn)
+                # The read-only check first: most steps leave nothing to close or mint.
+                if op.settled is None or not op.settled(conn)[0]:
+                    op.fn(conn)
             return result
 
         return Op(work, write=True)
@@ -436,16 +536,11 @@ class StoreCheckpointer(_Checkpointer):
     def __init__(self, store: InterruptStore) -> None:
         super().__init__(store, _Sql(store.engine.dialect.name, asynchronous=False))
 
-    def _collect(self, method: str, *args: Any, **kwargs: Any) -> list[Op[Any]]:
-        """The write steps of ``store.method(...)``, to run in this checkpointer's transaction."""
-        ops: list[Op[Any]] = []
-        with deferring(ops.append):
-            getattr(self.store, method)(*args, **kwargs)
-        return ops
-
     def _run(self, op: Op[Any]) -> Any:
         self._ready()
-        return self.store._run(op)
+        if not self._queue_writers:
+            return self.store._run(op)
+        return _sqlite_writer(self.store.engine).run(self.store, op)
 
     def setup(self) -> None:
         """Create LangGraph's checkpoint tables in the store's database (idempotent).
@@ -578,15 +673,12 @@ class AsyncStoreCheckpointer(_Checkpointer):
     def __init__(self, store: AsyncInterruptStore) -> None:
         super().__init__(store, _Sql(store.engine.dialect.name, asynchronous=True))
 
-    async def _collect(self, method: str, *args: Any, **kwargs: Any) -> list[Op[Any]]:
-        ops: list[Op[Any]] = []
-        with deferring(ops.append):
-            await getattr(self.store, method)(*args, **kwargs)
-        return ops
-
     async def _run(self, op: Op[Any]) -> Any:
         await self._ready()
-        return await self.store._run(op)
+        if not (op.write and self._queue_writers):
+            return await self.store._run(op)
+        async with _async_writer_queue(self.store.engine.sync_engine):
+            return await self.store._run(op)
 
     async def setup(self) -> None:
         """Create LangGraph's checkpoint tables in the store's database (idempotent).
@@ -627,19 +719,19 @@ class AsyncStoreCheckpointer(_Checkpointer):
         args = moved(config, metadata)
         if args is not None:
             t, c, ns, source, actor = args
-            recorded = await self._collect("record_checkpoint_moved", t, c, ns, source=source, actor=actor)
+            recorded = self._collect("record_checkpoint_moved", t, c, ns, source=source, actor=actor)
         return await self._run(self._put(config, checkpoint, metadata, new_versions, recorded))
 
     async def aput_writes(
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
         forwarded, record = _task_record(config, writes, task_id)
-        recorded = [] if record is None else await self._collect("record_task_writes", record)
+        recorded = [] if record is None else self._collect("record_task_writes", record)
         await self._run(self._put_writes(config, forwarded, task_id, task_path, recorded))
 
     async def adelete_thread(self, thread_id: str) -> None:
         t = str(thread_id)
-        await self._run(self._delete_thread(t, await self._collect("record_waiting", t, [])))
+        await self._run(self._delete_thread(t, self._collect("record_waiting", t, [])))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         target = validation.required_id(str(target_thread_id), "target_thread_id")
@@ -657,7 +749,7 @@ class AsyncStoreCheckpointer(_Checkpointer):
         recorded = []
         if how == "delete":
             for t in ids:
-                recorded += await self._collect("record_waiting", t, [])
+                recorded += self._collect("record_waiting", t, [])
         if not self._sql.postgres:
             for op in self._prune_sqlite(ids, how, recorded):
                 await self._run(op)
