@@ -3,14 +3,17 @@
 A graph compiled with the store's own checkpointer keeps its checkpoints in the store's
 database; what the marker router and node, the gateway and the recording checkpointer
 record commits inside the checkpointer's ``put``/``put_writes`` transactions. The
-write transactions are counted where the store opens them (``run_write``), and the
-checkpointer's writes where they run LangGraph's SQL: a step adds none of its own.
-Answers are still admitted before the graph runs (one transaction each).
+write transactions are counted where the store opens them (``run_write``), told apart
+by whether the checkpointer opened them: a step adds none of the store's own, and the
+checkpointer opens at most one per write of LangGraph's (on SQLite, writes that queue
+together commit together). Answers are still admitted before the graph runs (one
+transaction each).
 """
 
 from __future__ import annotations
 
 import collections
+import contextvars
 import operator
 from collections.abc import Iterator
 from typing import Annotated, Any, TypedDict
@@ -32,19 +35,23 @@ DRIVERS = ["invoke", "ainvoke"]
 
 
 class Counts:
-    """Write transactions the store opens, and the checkpointer's writes of LangGraph's SQL."""
+    """Write transactions: the checkpointer's, the store's own, and the checkpointer's writes."""
 
     def __init__(self) -> None:
-        self.transactions = 0
+        self.checkpointer = 0
+        self.own = 0
         self.saver: collections.Counter[str] = collections.Counter()
 
     def reset(self) -> None:
-        self.transactions = 0
+        self.checkpointer = self.own = 0
         self.saver.clear()
 
     @property
     def saver_writes(self) -> int:
         return self.saver["put"] + self.saver["put_writes"]
+
+
+_IN_CHECKPOINTER: contextvars.ContextVar[bool] = contextvars.ContextVar("in_checkpointer", default=False)
 
 
 @pytest.fixture
@@ -53,7 +60,11 @@ def counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counts]:
     real_write = execute.run_write
 
     def run_write(conn: Any, work: Any) -> Any:
-        seen.transactions += 1  # a retried transaction (a lost race) counts once
+        # A retried transaction (a lost race) counts once.
+        if _IN_CHECKPOINTER.get():
+            seen.checkpointer += 1
+        else:
+            seen.own += 1
         return real_write(conn, work)
 
     monkeypatch.setattr(execute, "run_write", run_write)
@@ -61,10 +72,31 @@ def counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counts]:
         real = getattr(own._Checkpointer, "_" + name)
 
         def counted(self: Any, *args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
-            seen.saver[_name] += 1  # the one transaction of one put / put_writes
+            seen.saver[_name] += 1  # one put / put_writes of LangGraph's
             return _real(self, *args, **kwargs)
 
         monkeypatch.setattr(own._Checkpointer, "_" + name, counted)
+    for cls in (own.StoreCheckpointer, own.AsyncStoreCheckpointer):
+        real_run = cls._run
+
+        if cls is own.StoreCheckpointer:
+
+            def marked(self: Any, op: Any, _real: Any = real_run) -> Any:
+                token = _IN_CHECKPOINTER.set(True)
+                try:
+                    return _real(self, op)
+                finally:
+                    _IN_CHECKPOINTER.reset(token)
+        else:
+
+            async def marked(self: Any, op: Any, _real: Any = real_run) -> Any:  # type: ignore[misc]
+                token = _IN_CHECKPOINTER.set(True)
+                try:
+                    return await _real(self, op)
+                finally:
+                    _IN_CHECKPOINTER.reset(token)
+
+        monkeypatch.setattr(cls, "_run", marked)
     yield seen
 
 
@@ -88,12 +120,13 @@ async def test_a_recorded_conversation_adds_no_commit_of_its_own_per_step(
         counts.reset()
         interrupt_id = await rig.start("t-1")
         assert counts.saver_writes > 0
-        assert counts.transactions == counts.saver_writes  # the router's records rode along
+        assert counts.own == 0  # the router's records rode along with LangGraph's writes
+        assert 0 < counts.checkpointer <= counts.saver_writes  # writes that queue together commit together
         command = await rig.s("resume", "t-1", interrupt_id, {"approved": True}, actor="alice")
-        assert counts.transactions == counts.saver_writes + 1  # the admission: before the graph runs
+        assert counts.own == 1  # the admission: before the graph runs
         out = await rig.invoke(command, "t-1")
         assert "refunded" in out["messages"][-1].content and rig.ledger.count == 1
-        assert counts.transactions == counts.saver_writes + 1
+        assert counts.own == 1 and counts.checkpointer <= counts.saver_writes
         events = await rig.s("history", "t-1")
         assert collections.Counter(types(events)) == {
             "route.decided": 5, "interrupt.minted": 1, "interrupt.resumed": 1,
@@ -157,7 +190,7 @@ async def test_gateway_mints_and_confirmations_commit_in_the_graphs_steps(
         counts.reset()
         out = await ready(call({}, config_for("t-g", actor="requester")))
         (paused,) = out["__interrupt__"]
-        assert counts.transactions == counts.saver_writes
+        assert counts.own == 0 and 0 < counts.checkpointer <= counts.saver_writes
         (opened,) = await ready(store.open_interrupts("t-g"))
         assert opened["interrupt_id"] == paused.id
         assert (opened["graph"], opened["actor"]) == ("wire-node", "requester")
@@ -166,7 +199,8 @@ async def test_gateway_mints_and_confirmations_commit_in_the_graphs_steps(
         answer = gate.aanswer if driver == "ainvoke" else gate.answer
         await ready(answer("t-g", paused.id, {"approved": True}, actor="alice"))
         assert wires.sent == [999]
-        assert counts.transactions == counts.saver_writes + 1  # the claim
+        assert counts.own == 1  # the claim
+        assert counts.checkpointer <= counts.saver_writes
         events = await ready(store.history("t-g"))
         (resumed,) = [e for e in events if e.type == "interrupt.resumed"]
         assert (resumed.actor, resumed.data["via"]) == ("alice", "gateway")

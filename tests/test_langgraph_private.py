@@ -63,6 +63,21 @@ def _constants_checkpointer_key() -> str:
     return CONFIG_KEY_CHECKPOINTER
 
 
+def test_langgraph_runnable_callable_takes_what_graph_callable_passes() -> None:
+    """RunnableCallable(func, afunc, name=, trace=) still exists: GraphCallable is one."""
+    import inspect
+
+    from langgraph._internal._runnable import RunnableCallable
+
+    from symfonic_store.langgraph import GraphCallable
+
+    params = inspect.signature(RunnableCallable.__init__).parameters
+    assert {"func", "afunc", "name", "trace"} <= set(params)
+    router = GraphCallable(lambda state, config: "finish", name="r")
+    assert isinstance(router, RunnableCallable) and router.trace is False
+    assert router({}, {"configurable": {}}) == "finish"
+
+
 def test_a_task_config_carries_what_the_store_checkpointer_reads() -> None:
     """Inside a running node, the config holds the checkpointer, the task id and the step's checkpoint."""
     from typing import TypedDict

@@ -39,6 +39,8 @@ import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager, nullcontext
+from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
@@ -298,45 +300,106 @@ def _waits_of(head: CheckpointTuple | None) -> list[dict[str, Any]]:
     return records
 
 
+@dataclass(slots=True)
+class _Job:
+    """One write waiting for the writer: its step, and once run, its result or error."""
+
+    op: Op[Any]
+    done: bool = False
+    result: Any = None
+    error: BaseException | None = None
+
+
 class _SqliteWriter:
-    """The checkpointer's write transactions on one SQLite database: queued, on one connection.
+    """The checkpointer's write transactions on one SQLite database: queued, grouped,
+    on one connection.
 
     LangGraph saves a step's writes and its checkpoint from two threads at once, and
     SQLite lets one writer in: the other would wait in SQLite's busy handler, which
-    sleeps 1, 2, 5, 10 ... ms between tries. Queued on a lock here, it goes the instant
-    the first one commits (``SqliteSaver`` queues on a lock too). Queued writers can
-    share one connection, so none pays for a pool checkout and reset per step. Another
-    process's writers (or the store's own calls) still meet the busy timeout, as before.
+    sleeps 1, 2, 5, 10 ... ms between tries. Here writers queue instead, and whoever
+    holds the lock commits everything queued in one transaction (a group commit: one
+    fsync for the writes that arrived together, each still whole, none split from its
+    records). A group that fails is retried write by write, so one bad write fails
+    alone. All of it runs on one held connection: no pool checkout and reset per step.
+    Another process's writers (or the store's own calls) still meet the busy timeout.
     """
 
     def __init__(self, engine: Any) -> None:
         self.lock = threading.Lock()
+        self._queued: list[_Job] = []
+        self._queue_lock = threading.Lock()
         self.conn: Connection | None = None
         event.listen(engine, "engine_disposed", lambda _engine: self.close())
 
     def run(self, store: Any, op: Op[Any]) -> Any:
-        """``op`` on the writer's connection: a write in its transaction; a read of
-        LangGraph's tables outside one, as ``SqliteSaver`` reads (each statement atomic)."""
-        with self.lock:
-            conn = self.conn
-            if conn is None or conn.closed or conn.invalidated:
-                conn = self.conn = store.engine.connect()
-            try:
-                with translate_errors():
-                    if not store._schema_ok:
-                        execute.check_schema(conn)
-                        store._schema_ok = True
-                    if not op.write:
-                        try:
-                            return op.fn(conn)
-                        finally:
-                            if conn.in_transaction():  # a statement that went through SQLAlchemy
-                                conn.commit()
-                    return execute.execute(conn, op)
-            except BaseException:
-                self.conn = None  # a fresh connection next time, whatever this one saw
-                conn.close()
+        """``op`` on the writer's connection: a write in a (group's) transaction; a read
+        of LangGraph's tables outside one, as ``SqliteSaver`` reads (each statement atomic)."""
+        if not op.write:
+            with self.lock:
+                return self._on_connection(store, lambda conn: self._read(conn, op))
+        job = _Job(op)
+        with self._queue_lock:
+            self._queued.append(job)
+        while not job.done:
+            with self.lock:
+                if job.done:  # committed by the writer before us
+                    break
+                with self._queue_lock:
+                    group, self._queued = self._queued, []
+                try:
+                    self._on_connection(store, partial(self._commit, group=group))
+                except BaseException as exc:
+                    for waiting in group:  # nobody is left waiting on a write that never ran
+                        if not waiting.done:
+                            waiting.error, waiting.done = exc, True
+                    if not isinstance(exc, Exception):
+                        raise
+        if job.error is not None:
+            raise job.error
+        return job.result
+
+    @staticmethod
+    def _read(conn: Connection, op: Op[Any]) -> Any:
+        try:
+            return op.fn(conn)
+        finally:
+            if conn.in_transaction():  # a statement that went through SQLAlchemy
+                conn.commit()
+
+    @staticmethod
+    def _commit(conn: Connection, *, group: list[_Job]) -> None:
+        def work(c: Connection) -> list[Any]:
+            return [job.op.fn(c) for job in group]
+
+        try:
+            results = execute.execute(conn, Op(work, write=True))
+        except Exception:
+            if len(group) == 1:
                 raise
+            for job in group:  # find the one that failed; the others commit on their own
+                try:
+                    job.result = execute.execute(conn, job.op)
+                except Exception as exc:
+                    job.error = exc
+                job.done = True
+            return
+        for job, result in zip(group, results, strict=True):
+            job.result, job.done = result, True
+
+    def _on_connection(self, store: Any, fn: Callable[[Connection], Any]) -> Any:
+        conn = self.conn
+        if conn is None or conn.closed or conn.invalidated:
+            conn = self.conn = store.engine.connect()
+        try:
+            with translate_errors():
+                if not store._schema_ok:
+                    execute.check_schema(conn)
+                    store._schema_ok = True
+                return fn(conn)
+        except BaseException:
+            self.conn = None  # a fresh connection next time, whatever this one saw
+            conn.close()
+            raise
 
     def close(self) -> None:
         with self.lock:

@@ -7,7 +7,7 @@ tools node routes through the same router so an interrupt a tool raised pauses t
 graph before the model is called again.
 
 The node and router run under ``invoke`` and under ``ainvoke``/``astream``: each is a
-``RunnableLambda`` carrying a sync and an async body. With an
+:class:`GraphCallable` carrying a sync and an async body. With an
 :class:`~symfonic_store.AsyncInterruptStore` only the async entry points work.
 """
 
@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Annotated, Any, TypedDict, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
+
+# LangGraph's own runnable for node and path functions (private; tests/test_langgraph_private.py).
+from langgraph._internal._runnable import RunnableCallable
 from langgraph.graph.message import add_messages
 from langgraph.types import interrupt
 
@@ -68,13 +71,24 @@ class InterruptState(TypedDict, total=False):
     run_id: Annotated[str | None, _keep_last]
 
 
-class GraphCallable(RunnableLambda[Any, Any]):
-    """A ``RunnableLambda`` that can also be called like the plain function it wraps.
+class GraphCallable(RunnableCallable):
+    """A LangGraph runnable with a sync and an async body, callable like the function it wraps.
 
     LangGraph picks the sync or the async body by how the graph is run; calling the
     object directly (``router(state, config)``) runs the sync body, as a path function
-    or node function would be called.
+    or node function would be called. It is the runnable LangGraph itself makes of a
+    plain node or path function (no callback run of its own inside the node's: a
+    router evaluated at every step costs what a plain path function costs).
     """
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        afunc: Callable[..., Awaitable[Any]] | None = None,
+        *,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(func, afunc, name=name, trace=False)
 
     def __call__(self, state: Any, config: RunnableConfig | None = None) -> Any:
         return self.invoke(state, config)
