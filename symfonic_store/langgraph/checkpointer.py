@@ -300,6 +300,15 @@ def _waits_of(head: CheckpointTuple | None) -> list[dict[str, Any]]:
     return records
 
 
+def _read(conn: Connection, op: Op[Any]) -> Any:
+    """A read outside a transaction (each statement atomic), as LangGraph's savers read."""
+    try:
+        return op.fn(conn)
+    finally:
+        if conn.in_transaction():  # a statement that went through SQLAlchemy began one
+            conn.commit()
+
+
 @dataclass(slots=True)
 class _Job:
     """One write waiting for the writer: its step, and once run, its result or error."""
@@ -336,7 +345,7 @@ class _SqliteWriter:
         of LangGraph's tables outside one, as ``SqliteSaver`` reads (each statement atomic)."""
         if not op.write:
             with self.lock:
-                return self._on_connection(store, lambda conn: self._read(conn, op))
+                return self._on_connection(store, partial(_read, op=op))
         job = _Job(op)
         with self._queue_lock:
             self._queued.append(job)
@@ -358,13 +367,6 @@ class _SqliteWriter:
             raise job.error
         return job.result
 
-    @staticmethod
-    def _read(conn: Connection, op: Op[Any]) -> Any:
-        try:
-            return op.fn(conn)
-        finally:
-            if conn.in_transaction():  # a statement that went through SQLAlchemy
-                conn.commit()
 
     @staticmethod
     def _commit(conn: Connection, *, group: list[_Job]) -> None:
@@ -601,9 +603,14 @@ class StoreCheckpointer(_Checkpointer):
 
     def _run(self, op: Op[Any]) -> Any:
         self._ready()
-        if not self._queue_writers:
+        if self._queue_writers:
+            return _sqlite_writer(self.store.engine).run(self.store, op)
+        if op.write:
             return self.store._run(op)
-        return _sqlite_writer(self.store.engine).run(self.store, op)
+        # PostgreSQL reads of LangGraph's tables: one statement each, outside a
+        # transaction, as PostgresSaver reads (no BEGIN and COMMIT round trips).
+        with translate_errors(), self.store.engine.connect() as conn:
+            return _read(conn.execution_options(isolation_level="AUTOCOMMIT"), op)
 
     def setup(self) -> None:
         """Create LangGraph's checkpoint tables in the store's database (idempotent).
@@ -738,7 +745,14 @@ class AsyncStoreCheckpointer(_Checkpointer):
 
     async def _run(self, op: Op[Any]) -> Any:
         await self._ready()
-        if not (op.write and self._queue_writers):
+        if not op.write:
+            # Reads of LangGraph's tables, outside a transaction as its savers read.
+            with translate_errors():
+                async with self.store.engine.connect() as aconn:
+                    if self._sql.postgres:
+                        aconn = await aconn.execution_options(isolation_level="AUTOCOMMIT")
+                    return await aconn.run_sync(_read, op)
+        if not self._queue_writers:
             return await self.store._run(op)
         async with _async_writer_queue(self.store.engine.sync_engine):
             return await self.store._run(op)

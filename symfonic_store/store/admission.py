@@ -35,6 +35,7 @@ from ..db.statements import (
     insert_claim,
     interrupt_events,
     open_rows,
+    waits_at,
     was_minted,
 )
 from ..errors import (
@@ -478,11 +479,8 @@ def record_checkpoint_moved(
 
 def moved_settled(conn: Connection, thread_id: str, checkpoint_id: str) -> tuple[bool, None]:
     """Read-only: ``(True, None)`` when nothing was waited on at that checkpoint."""
-    if any(r["checkpoint_id"] == checkpoint_id for r in open_rows(conn, thread_id)):
-        return False, None
-    if was_minted(conn, thread_id, native.BREAKPOINT_PREFIX + checkpoint_id):
-        return False, None
-    return True, None
+    waited = waits_at(conn, thread_id, checkpoint_id, native.BREAKPOINT_PREFIX + checkpoint_id)
+    return not waited, None
 
 
 def interrupt_record(conn: Connection, thread_id: str, interrupt_id: str) -> dict[str, Any] | None:
