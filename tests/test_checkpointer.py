@@ -338,3 +338,64 @@ async def test_the_async_twin_refuses_the_sync_api_and_the_sync_twin_runs_under_
         assert [i["interrupt_id"] for i in store.open_interrupts("t-2")] == [paused.id]
     finally:
         store.close()
+
+
+def test_sqlite_writes_that_queue_together_commit_together_and_a_bad_one_fails_alone(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writers queued behind one SQLite commit share the next; the one that cannot be saved fails alone, the rest are saved."""
+    import os
+    import threading
+    import time
+
+    from symfonic_store import InterruptStore
+
+    store = InterruptStore(sqlite_url)
+    store.setup()
+    saver = store.checkpointer()
+    saver.setup()
+    config = config_for("t-q", checkpoint_ns="")
+    checkpoint = {
+        "v": 4, "id": "1f000000-0000-6000-8000-000000000009", "ts": "2026-01-01T00:00:00+00:00",
+        "channel_values": {}, "channel_versions": {}, "versions_seen": {}, "updated_channels": None,
+    }
+    stored = saver.put(config, checkpoint, {"source": "input", "step": -1}, {})
+    writer = own._sqlite_writer(store.engine)
+    outcomes: dict[int, BaseException | None] = {}
+
+    def write(n: int) -> None:
+        value: Any = object() if n == 3 else {"n": n}  # object(): JSON-plus refuses it
+        try:
+            saver.put_writes(stored, [("x", value)], f"task-{n}")
+            outcomes[n] = None
+        except BaseException as exc:
+            outcomes[n] = exc
+
+    groups = []
+    real_commit = own._SqliteWriter._commit
+
+    def counted(conn: Any, *, group: Any) -> None:
+        groups.append(len(group))
+        real_commit(conn, group=group)
+
+    monkeypatch.setattr(own._SqliteWriter, "_commit", staticmethod(counted))
+    try:
+        with writer.lock:  # a commit in progress: everyone queues behind it
+            threads = [threading.Thread(target=write, args=(n,)) for n in range(6)]
+            for t in threads:
+                t.start()
+            deadline = time.monotonic() + 30
+            while len(writer._queued) < 6 and time.monotonic() < deadline:
+                os.sched_yield()
+            assert len(writer._queued) == 6
+        for t in threads:
+            t.join()
+    finally:
+        store.close()
+    assert groups[0] == 6  # the six queued writes went in one transaction first
+    assert isinstance(outcomes.pop(3), TypeError)
+    assert set(outcomes.values()) == {None}
+    with InterruptStore(sqlite_url) as again:
+        found = again.checkpointer().get_tuple(stored)
+    assert found is not None
+    assert sorted(w[0] for w in found.pending_writes or ()) == [f"task-{n}" for n in (0, 1, 2, 4, 5)]
