@@ -207,7 +207,7 @@ class _Sql:
         return getattr(saver, method)(*args, **kwargs)
 
     def tuples(self, conn: Connection, config: Any, **kwargs: Any) -> list[CheckpointTuple]:
-        """Every tuple ``saver.list`` yields, read within the call's transaction."""
+        """Every tuple ``saver.list`` yields, read on the call's connection."""
         saver = self.bind(conn)
         if self.awaits:
 
