@@ -177,6 +177,31 @@ async def open_rig(
         await ready(store.aclose() if driver == "ainvoke" else store.close())
 
 
+@asynccontextmanager
+async def open_own_rig(
+    url: str, driver: str, *, ttl_seconds: float | None = None
+) -> AsyncIterator[Rig]:
+    """The agent graph compiled with the store's own checkpointer (``store.checkpointer()``)."""
+    store = new_store(url, driver, ttl_seconds)
+    await ready(store.setup())
+    try:
+        saver = store.checkpointer()
+        await ready(saver.setup())
+        ledger = RefundLedger()
+        graph = build_agent_graph(store, checkpointer=saver, tools=refund_tools(ledger))
+        yield Rig(
+            driver=driver,
+            backend="sqlite" if url.startswith("sqlite") else "postgresql",
+            url=url,
+            store=store,
+            graph=graph,
+            saver=saver,
+            ledger=ledger,
+        )
+    finally:
+        await ready(store.aclose() if driver == "ainvoke" else store.close())
+
+
 __all__ = [
     "REFUND_REQUEST",
     "Command",
@@ -185,6 +210,7 @@ __all__ = [
     "libpq_conninfo",
     "mentions",
     "new_store",
+    "open_own_rig",
     "open_rig",
     "open_saver",
     "ready",

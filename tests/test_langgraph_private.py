@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.metadata
 
+from langchain_core.runnables import RunnableConfig
 from packaging.version import Version
 
 
@@ -26,6 +27,11 @@ def test_the_channel_and_config_names_are_where_the_integration_reads_them() -> 
     assert _constants.INTERRUPT == "__interrupt__"
     assert _constants.ERROR == "__error__"
     assert _constants.CONFIG_KEY_SCRATCHPAD == "__pregel_scratchpad"
+    # store.checkpointer(): a task's config names its checkpointer, task and step.
+    assert _constants.CONFIG_KEY_CHECKPOINTER == "__pregel_checkpointer"
+    assert _constants.CONFIG_KEY_TASK_ID == "__pregel_task_id"
+    assert _constants.CONFIG_KEY_CHECKPOINT_MAP == "checkpoint_map"
+    assert _constants.NS_SEP == "|"
 
 
 def test_the_scratchpad_still_has_what_the_node_reads() -> None:
@@ -45,3 +51,59 @@ def test_the_integration_modules_import_the_private_names_not_their_fallbacks() 
     assert gateway._RESUME_CHANNEL is RESUME
     assert (recording._RESUME, recording._INTERRUPT, recording._ERROR) == (RESUME, INTERRUPT, ERROR)
     assert marker._SCRATCHPAD_KEY == "__pregel_scratchpad"
+    from symfonic_store.langgraph import checkpointer
+
+    assert checkpointer.CHECKPOINTER_KEY is _constants_checkpointer_key()
+    assert checkpointer.INTERRUPT is INTERRUPT
+
+
+def _constants_checkpointer_key() -> str:
+    from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
+
+    return CONFIG_KEY_CHECKPOINTER
+
+
+def test_langgraph_runnable_callable_takes_what_graph_callable_passes() -> None:
+    """RunnableCallable(func, afunc, name=, trace=) still exists: GraphCallable is one."""
+    import inspect
+
+    from langgraph._internal._runnable import RunnableCallable
+
+    from symfonic_store.langgraph import GraphCallable
+
+    params = inspect.signature(RunnableCallable.__init__).parameters
+    assert {"func", "afunc", "name", "trace"} <= set(params)
+    router = GraphCallable(lambda state, config: "finish", name="r")
+    assert isinstance(router, RunnableCallable) and router.trace is False
+    assert router({}, {"configurable": {}}) == "finish"
+
+
+def test_a_task_config_carries_what_the_store_checkpointer_reads() -> None:
+    """Inside a running node, the config holds the checkpointer, the task id and the step's checkpoint."""
+    from typing import TypedDict
+
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import END, START, StateGraph
+
+    from symfonic_store.langgraph import checkpointer
+
+    class S(TypedDict):
+        x: int
+
+    seen: dict[str, object] = {}
+
+    def node(state: S, config: RunnableConfig) -> dict[str, int]:
+        seen.update(config["configurable"])
+        return {"x": 1}
+
+    saver = InMemorySaver()
+    builder = StateGraph(S)
+    builder.add_node("n", node)
+    builder.add_edge(START, "n")
+    builder.add_edge("n", END)
+    builder.compile(checkpointer=saver).invoke({"x": 0}, {"configurable": {"thread_id": "t"}})
+    assert seen[checkpointer.CHECKPOINTER_KEY] is saver
+    assert isinstance(seen[checkpointer.TASK_ID_KEY], str)
+    assert str(seen["checkpoint_ns"]).startswith("n:")
+    (started,) = (seen[checkpointer.CHECKPOINT_MAP_KEY]).values()  # type: ignore[attr-defined]
+    assert any(t.checkpoint["id"] == started for t in saver.list(None))

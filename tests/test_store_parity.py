@@ -19,7 +19,7 @@ import pytest
 from symfonic_store import AsyncInterruptStore, InterruptStore, build_interrupt_marker
 
 STREAMING = {"iter_events", "replay"}
-FACTORIES = {"recording_checkpointer"}  # returns a checkpointer at once, on both stores
+FACTORIES = {"recording_checkpointer", "checkpointer"}  # return a checkpointer at once, on both stores
 ASYNC_ONLY = {"aclose"}  # the async twin of close(); the async store has close() as well
 CONTEXT_PAIRS = {"__enter__": "__aenter__", "__exit__": "__aexit__"}
 

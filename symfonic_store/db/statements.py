@@ -340,6 +340,13 @@ def was_minted(conn: Connection, thread_id: str, interrupt_id: str) -> bool:
     return bool(executor_for(conn).fetch(conn, _WAS_MINTED, params))
 
 
+def waits_at(conn: Connection, thread_id: str, checkpoint_id: str, breakpoint_id: str) -> bool:
+    """Is an open LangGraph interrupt of the thread from that checkpoint, or was its
+    breakpoint (``breakpoint_id``) minted? One round trip: asked on every checkpoint."""
+    params = {"t": thread_id, "c": checkpoint_id, "i": breakpoint_id}
+    return bool(executor_for(conn).fetch(conn, _WAITS_AT, params)[0][0])
+
+
 def thread_events_query(
     thread_id: str, *, until_position: int | None = None, until_time: datetime | None = None
 ) -> sa.Select[Any]:
@@ -584,6 +591,19 @@ _LOAD_OPEN = (
     sa.select(*OPEN_COLUMNS)
     .where(open_interrupts.c.thread_id == sa.bindparam("t"))
     .order_by(open_interrupts.c.minted_at, open_interrupts.c.interrupt_id)
+)
+_WAITS_AT = sa.select(
+    sa.or_(
+        sa.exists().where(
+            open_interrupts.c.thread_id == sa.bindparam("t"),
+            open_interrupts.c.checkpoint_id == sa.bindparam("c"),
+        ),
+        sa.exists().where(
+            events.c.thread_id == sa.bindparam("t"),
+            events.c.interrupt_id == sa.bindparam("i"),
+            events.c.type == MINTED,
+        ),
+    )
 )
 _LOAD_CLAIMS = sa.select(
     claims.c.interrupt_id, claims.c.actor, claims.c.response, claims.c.claimed_at

@@ -197,13 +197,25 @@ class InterruptGateway:
         self.store = store
         self.on_expiry = on_expiry
         from ..store import AsyncInterruptStore
+        from .checkpointer import GRAPH_KEY, is_own
 
         self._async_store = isinstance(store, AsyncInterruptStore)
+        # With the store's own checkpointer the mints commit inside the graph's steps:
+        # the config tells them the graph's name, which the gateway would record after.
+        owned = is_own(store, getattr(graph, "checkpointer", None))
+        self._graph_tag = {GRAPH_KEY: self.name} if owned else {}
 
     @property
     def name(self) -> str:
         """The graph's name, recorded on each mint (the service matches ``--graph`` by it)."""
         return str(getattr(self.graph, "name", None) or "LangGraph")
+
+    def _tag(self, config: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``config`` naming the graph for the store's own checkpointer (see __init__)."""
+        cfg = dict(config or {})
+        if self._graph_tag:
+            cfg["configurable"] = {**(cfg.get("configurable") or {}), **self._graph_tag}
+        return cfg
 
     # --- plans ---------------------------------------------------------------------
 
@@ -264,7 +276,7 @@ class InterruptGateway:
         actor: str,
         config: Mapping[str, Any] | None,
     ) -> _Plan:
-        cfg = _config(thread_id, actor, config)
+        cfg = self._tag(_config(thread_id, actor, config))
         snapshot = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
         waiting = waiting_on(snapshot)
         marker = _marker_interrupt(waiting, interrupt_id)
@@ -408,15 +420,15 @@ class InterruptGateway:
 
     def invoke(self, input: Any, config: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
         """``graph.invoke``, then record what the thread is left waiting on."""
-        return self._drive(self._run(input, dict(config or {}), kwargs))
+        return self._drive(self._run(input, self._tag(config), kwargs))
 
     async def ainvoke(self, input: Any, config: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
         """``graph.ainvoke``, then record what the thread is left waiting on."""
-        return await self._adrive(self._run(input, dict(config or {}), kwargs))
+        return await self._adrive(self._run(input, self._tag(config), kwargs))
 
     def stream(self, input: Any, config: Mapping[str, Any] | None = None, **kwargs: Any) -> Iterator[Any]:
         """``graph.stream``; once the stream ends, record what the thread waits on."""
-        cfg = dict(config or {})
+        cfg = self._tag(config)
         _thread_of(cfg)
         yield from self.graph.stream(input, cfg, **kwargs)
         self._drive(self._record(cfg))
@@ -425,7 +437,7 @@ class InterruptGateway:
         self, input: Any, config: Mapping[str, Any] | None = None, **kwargs: Any
     ) -> AsyncIterator[Any]:
         """``graph.astream``; once the stream ends, record what the thread waits on."""
-        cfg = dict(config or {})
+        cfg = self._tag(config)
         _thread_of(cfg)
         async for chunk in self.graph.astream(input, cfg, **kwargs):
             yield chunk
@@ -486,7 +498,7 @@ class InterruptGateway:
     def _wake(self, thread_id: str, interrupt_id: str, reason: str) -> _Plan:
         snapshot = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
         waiting = waiting_on(snapshot)
-        cfg = _config(thread_id, None, None)
+        cfg = self._tag(_config(thread_id, None, None))
         marker = _marker_interrupt(waiting, interrupt_id)
         if marker is not None:
             from ..protocol import expired_resume_value

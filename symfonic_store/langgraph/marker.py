@@ -7,7 +7,7 @@ tools node routes through the same router so an interrupt a tool raised pauses t
 graph before the model is called again.
 
 The node and router run under ``invoke`` and under ``ainvoke``/``astream``: each is a
-``RunnableLambda`` carrying a sync and an async body. With an
+:class:`GraphCallable` carrying a sync and an async body. With an
 :class:`~symfonic_store.AsyncInterruptStore` only the async entry points work.
 """
 
@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Annotated, Any, TypedDict, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
+
+# LangGraph's own runnable for node and path functions (private; tests/test_langgraph_private.py).
+from langgraph._internal._runnable import RunnableCallable
 from langgraph.graph.message import add_messages
 from langgraph.types import interrupt
 
@@ -40,6 +44,7 @@ from ..protocol import (
     normalize_response,
     response_updates,
 )
+from .checkpointer import own_checkpointer
 
 if TYPE_CHECKING:
     from ..store import AsyncInterruptStore, InterruptStore
@@ -66,13 +71,24 @@ class InterruptState(TypedDict, total=False):
     run_id: Annotated[str | None, _keep_last]
 
 
-class GraphCallable(RunnableLambda[Any, Any]):
-    """A ``RunnableLambda`` that can also be called like the plain function it wraps.
+class GraphCallable(RunnableCallable):
+    """A LangGraph runnable with a sync and an async body, callable like the function it wraps.
 
     LangGraph picks the sync or the async body by how the graph is run; calling the
     object directly (``router(state, config)``) runs the sync body, as a path function
-    or node function would be called.
+    or node function would be called. It is the runnable LangGraph itself makes of a
+    plain node or path function (no callback run of its own inside the node's: a
+    router evaluated at every step costs what a plain path function costs).
     """
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        afunc: Callable[..., Awaitable[Any]] | None = None,
+        *,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(func, afunc, name=name, trace=False)
 
     def __call__(self, state: Any, config: RunnableConfig | None = None) -> Any:
         return self.invoke(state, config)
@@ -111,6 +127,13 @@ def _check_store(store: Any, method: str, what: str) -> None:
         raise InvalidInputError(
             "store", f"{what} needs an InterruptStore or AsyncInterruptStore, got {type(store).__name__}"
         )
+
+
+def _in_step(store: Any, config: RunnableConfig | None) -> AbstractContextManager[None]:
+    """Defer the store's writes into the step's checkpoint transaction, when the graph's
+    checkpointer is ``store.checkpointer()`` (one COMMIT for the step and its events)."""
+    saver = own_checkpointer(store, config)
+    return nullcontext() if saver is None else saver.defer_writes(config)
 
 
 def _require_sync(store: Any, what: str) -> None:
@@ -152,9 +175,12 @@ def create_interrupt_node(store: AnyStore | None = None) -> GraphCallable:
         sync_store = cast("InterruptStore", store)
         thread_id = _thread_id(config)
         actor = _actor(config)
-        sync_store.mint(thread_id, pending)
         # Check the answer before interrupt() hands it over (see _incoming_resume).
         incoming = _incoming_resume(config)
+        # About to pause: the mint can commit with the step. An answer is admitted at
+        # once, so its mint must be there first.
+        with _in_step(store, config) if incoming is None else nullcontext():
+            sync_store.mint(thread_id, pending)
         response = None
         if incoming is not None and incoming is not _NOT_VISIBLE:
             response = sync_store.admit_node_resume(thread_id, pending, incoming, actor=actor)
@@ -171,8 +197,9 @@ def create_interrupt_node(store: AnyStore | None = None) -> GraphCallable:
             return _answer_without_store(pending)
         thread_id = _thread_id(config)
         actor = _actor(config)
-        await _maybe_await(store.mint(thread_id, pending))
         incoming = _incoming_resume(config)
+        with _in_step(store, config) if incoming is None else nullcontext():
+            await _maybe_await(store.mint(thread_id, pending))
         response = None
         if incoming is not None and incoming is not _NOT_VISIBLE:
             response = await _maybe_await(
@@ -269,16 +296,18 @@ def make_interrupt_router(
     def route(state: dict[str, Any], config: RunnableConfig) -> str:
         _require_sync(store, "make_interrupt_router")
         decided = interrupt_condition(state, ttl())
-        cast("InterruptStore", store).record_router_decision(
-            _thread_id(config), state, decided, ttl_seconds=ttl()
-        )
+        with _in_step(store, config):
+            cast("InterruptStore", store).record_router_decision(
+                _thread_id(config), state, decided, ttl_seconds=ttl()
+            )
         return decided
 
     async def aroute(state: dict[str, Any], config: RunnableConfig) -> str:
         decided = interrupt_condition(state, ttl())
-        await _maybe_await(
-            store.record_router_decision(_thread_id(config), state, decided, ttl_seconds=ttl())
-        )
+        with _in_step(store, config):
+            await _maybe_await(
+                store.record_router_decision(_thread_id(config), state, decided, ttl_seconds=ttl())
+            )
         return decided
 
     return GraphCallable(route, afunc=aroute, name="interrupt_router")

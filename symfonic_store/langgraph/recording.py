@@ -52,7 +52,9 @@ def observed(
     for channel, value in writes:
         if channel == _INTERRUPT:
             for iv in value if isinstance(value, list | tuple) else (value,):
-                interrupts.append({"interrupt_id": iv.id, "value": iv.value})
+                if getattr(iv, "id", None) is None:
+                    continue  # not LangGraph's Interrupt: nothing the graph would wait on
+                interrupts.append({"interrupt_id": iv.id, "value": getattr(iv, "value", None)})
         elif channel == _RESUME:
             answers = list(value) if isinstance(value, list) else [value]
             if answers:
@@ -75,6 +77,27 @@ def observed(
         "error": None if not failed else f"{type(error).__name__}: {error}"[:500],
     }
     return forwarded, record
+
+
+def moved(config: Any, metadata: Any) -> tuple[str, str, str, str | None, str | None] | None:
+    """``record_checkpoint_moved`` arguments for a new checkpoint after ``config``'s, or None.
+
+    ``(thread_id, checkpoint_id, checkpoint_ns, source, actor)``: the checkpoint the new
+    one replaces, the metadata's ``source`` and the call's actor.
+    """
+    configurable = (config or {}).get("configurable") or {}
+    thread_id, checkpoint_id = configurable.get("thread_id"), configurable.get("checkpoint_id")
+    if thread_id is None or checkpoint_id is None:
+        return None
+    actor = configurable.get("actor")
+    source = (metadata or {}).get("source")
+    return (
+        str(thread_id),
+        str(checkpoint_id),
+        str(configurable.get("checkpoint_ns") or ""),
+        None if source is None else str(source),
+        None if actor is None else str(actor),
+    )
 
 
 class RecordingCheckpointer(BaseCheckpointSaver[Any]):
@@ -112,36 +135,19 @@ class RecordingCheckpointer(BaseCheckpointSaver[Any]):
 
     # --- what the store records ------------------------------------------------------
 
-    @staticmethod
-    def _moved(config: Any, metadata: Any) -> tuple[Any, ...] | None:
-        """``record_checkpoint_moved`` arguments for a new checkpoint after ``config``'s."""
-        configurable = (config or {}).get("configurable") or {}
-        thread_id, checkpoint_id = configurable.get("thread_id"), configurable.get("checkpoint_id")
-        if thread_id is None or checkpoint_id is None:
-            return None
-        actor = configurable.get("actor")
-        source = (metadata or {}).get("source")
-        return (
-            str(thread_id),
-            str(checkpoint_id),
-            configurable.get("checkpoint_ns", ""),
-            None if source is None else str(source),
-            None if actor is None else str(actor),
-        )
-
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         saved = self.saver.put(config, checkpoint, metadata, new_versions)
-        moved = self._moved(config, metadata)
-        if moved is not None:
-            t, c, ns, source, actor = moved
+        moved_from = moved(config, metadata)
+        if moved_from is not None:
+            t, c, ns, source, actor = moved_from
             self._call("record_checkpoint_moved", t, c, ns, source=source, actor=actor)
         return saved
 
     async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         saved = await self.saver.aput(config, checkpoint, metadata, new_versions)
-        moved = self._moved(config, metadata)
-        if moved is not None:
-            t, c, ns, source, actor = moved
+        moved_from = moved(config, metadata)
+        if moved_from is not None:
+            t, c, ns, source, actor = moved_from
             await self._acall("record_checkpoint_moved", t, c, ns, source=source, actor=actor)
         return saved
 
@@ -203,4 +209,4 @@ class RecordingCheckpointer(BaseCheckpointSaver[Any]):
         return self.saver.get_next_version(current, channel)
 
 
-__all__ = ["RecordingCheckpointer", "observed"]
+__all__ = ["RecordingCheckpointer", "moved", "observed"]

@@ -36,6 +36,7 @@ from ..db.statements import (
     interrupt_events,
     load_thread,
     open_rows,
+    waits_at,
     was_minted,
 )
 from ..errors import (
@@ -332,6 +333,14 @@ def confirm(
     return True
 
 
+def confirm_settled(conn: Connection, thread_id: str, interrupt_id: str) -> tuple[bool, bool]:
+    """Read-only: ``(True, False)`` when no claim is held -- settled already (by the
+    checkpointer, in the transaction of the step that consumed the answer)."""
+    if claim_rows(conn, thread_id).get(interrupt_id) is None:
+        return True, False
+    return False, False
+
+
 def release(
     conn: Connection, thread_id: str, interrupt_id: str, *, error: str, via: str = "gateway"
 ) -> bool:
@@ -410,7 +419,7 @@ def record_task_writes(conn: Connection, record: dict[str, Any]) -> None:
         }
         for iv in record["interrupts"]
     ]
-    mint_waiting(w, items, opened, actor=record["actor"], graph=None)
+    mint_waiting(w, items, opened, actor=record["actor"], graph=record.get("graph"))
     flush(conn, [w])
 
 
@@ -480,11 +489,8 @@ def record_checkpoint_moved(
 
 def moved_settled(conn: Connection, thread_id: str, checkpoint_id: str) -> tuple[bool, None]:
     """Read-only: ``(True, None)`` when nothing was waited on at that checkpoint."""
-    if any(r["checkpoint_id"] == checkpoint_id for r in open_rows(conn, thread_id)):
-        return False, None
-    if was_minted(conn, thread_id, native.BREAKPOINT_PREFIX + checkpoint_id):
-        return False, None
-    return True, None
+    waited = waits_at(conn, thread_id, checkpoint_id, native.BREAKPOINT_PREFIX + checkpoint_id)
+    return not waited, None
 
 
 def interrupt_record(conn: Connection, thread_id: str, interrupt_id: str) -> dict[str, Any] | None:

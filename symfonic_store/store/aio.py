@@ -32,6 +32,7 @@ from .ops import (
     copy_face,
     start,
 )
+from .steps import defer
 
 if TYPE_CHECKING:
     # sqlalchemy.ext.asyncio loads the ORM and asyncio (~0.1 s of CPU): imported where an
@@ -183,6 +184,8 @@ class AsyncInterruptStore(Integrations):
 
     async def _step(self, step: Op[Any] | Call) -> Any:
         if isinstance(step, Op):
+            if defer(step):  # into a step's checkpoint transaction (store/steps.py)
+                return None
             return await self._run(step)
         result = step.fn(*step.args)
         if inspect.isawaitable(result):

@@ -578,7 +578,9 @@ class Operations:
         i = validation.required_id(interrupt_id, "interrupt_id")
         d = validation.text_id(decision, "decision", optional=True)
         done: bool = yield Op(
-            partial(admission.confirm, thread_id=t, interrupt_id=i, decision=d), write=True
+            partial(admission.confirm, thread_id=t, interrupt_id=i, decision=d),
+            write=True,
+            settled=partial(admission.confirm_settled, thread_id=t, interrupt_id=i),
         )
         return done
 
@@ -951,6 +953,24 @@ class Integrations:
         from ..langgraph.recording import RecordingCheckpointer
 
         return RecordingCheckpointer(saver, self)  # type: ignore[arg-type]
+
+    def checkpointer(self) -> Any:
+        """A LangGraph checkpointer that keeps the graph's checkpoints in this store's database.
+
+        Each step's checkpoint and the events the step caused (route decisions, mints,
+        the confirmation of an admitted answer) commit in one transaction: no commit of
+        the store's own per step, and no instant at which the audit and the graph's
+        state disagree. The checkpoints sit in the tables of LangGraph's own SQLite or
+        PostgreSQL saver, written by their SQL and serialised by their JSON-plus
+        serialiser (never pickle). Answers are still admitted before the graph runs
+        (``resume``, the gateway's claim). It also offers ``copy_thread``,
+        ``delete_for_runs`` and ``prune``; none of them deletes an event. On the
+        asyncio store it is the async twin (``ainvoke``/``astream``); see
+        :mod:`symfonic_store.langgraph.checkpointer`.
+        """
+        from ..langgraph.checkpointer import checkpointer_for
+
+        return checkpointer_for(self)  # type: ignore[arg-type]
 
 
 # --- turning plans into methods of the two runners -----------------------------------

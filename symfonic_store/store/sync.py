@@ -31,6 +31,7 @@ from .ops import (
     copy_face,
     start,
 )
+from .steps import defer
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -158,6 +159,8 @@ class InterruptStore(Integrations):
 
     def _step(self, step: Op[Any] | Call) -> Any:
         if isinstance(step, Op):
+            if defer(step):  # into a step's checkpoint transaction (store/steps.py)
+                return None
             return self._run(step)
         return step.fn(*step.args)
 

@@ -1,0 +1,387 @@
+"""LangGraph's checkpoint tables, as the official savers lay them out, and the SQL they lack.
+
+``store.checkpointer()`` keeps a graph's checkpoints in the tables of LangGraph's own
+savers (``langgraph-checkpoint-sqlite`` and ``langgraph-checkpoint-postgres``), created
+by those savers' ``setup()`` and written by their SQL. The tables are declared here
+only for what those savers do not implement -- ``copy_thread``, ``delete_for_runs``,
+and on SQLite ``prune`` -- and for tests/test_checkpointer_tables.py, which reflects the
+tables a saver created and compares them with these declarations, column by column: a
+LangGraph release that changes the layout fails there, before these statements could
+touch a table they no longer understand.
+
+None of the tables belongs to the store's schema (``db/schema.py``): Alembic neither
+creates nor compares them, and no statement here touches the event table. Deleting
+checkpoints never deletes an event.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql.util import ClauseAdapter
+
+PRUNE_STRATEGIES = ("keep_latest", "delete")
+
+
+def _thread_columns() -> list[sa.Column[Any]]:
+    return [
+        sa.Column("thread_id", sa.Text, primary_key=True),
+        sa.Column("checkpoint_ns", sa.Text, primary_key=True, server_default=""),
+    ]
+
+
+# --- SQLite: langgraph.checkpoint.sqlite.SqliteSaver.setup() ------------------------
+
+sqlite_metadata = sa.MetaData()
+
+sqlite_checkpoints = sa.Table(
+    "checkpoints",
+    sqlite_metadata,
+    *_thread_columns(),
+    sa.Column("checkpoint_id", sa.Text, primary_key=True),
+    sa.Column("parent_checkpoint_id", sa.Text),
+    sa.Column("type", sa.Text),
+    sa.Column("checkpoint", sa.LargeBinary),
+    sa.Column("metadata", sa.LargeBinary),
+)
+
+sqlite_writes = sa.Table(
+    "writes",
+    sqlite_metadata,
+    *_thread_columns(),
+    sa.Column("checkpoint_id", sa.Text, primary_key=True),
+    sa.Column("task_id", sa.Text, primary_key=True),
+    sa.Column("task_path", sa.Text, nullable=False, server_default=""),
+    sa.Column("idx", sa.Integer, primary_key=True),
+    sa.Column("channel", sa.Text, nullable=False),
+    sa.Column("type", sa.Text),
+    sa.Column("value", sa.LargeBinary),
+)
+
+# --- PostgreSQL: langgraph.checkpoint.postgres.base.MIGRATIONS ----------------------
+
+postgres_metadata = sa.MetaData()
+
+postgres_migrations = sa.Table(
+    "checkpoint_migrations",
+    postgres_metadata,
+    sa.Column("v", sa.Integer, primary_key=True, autoincrement=False),
+)
+
+postgres_checkpoints = sa.Table(
+    "checkpoints",
+    postgres_metadata,
+    *_thread_columns(),
+    sa.Column("checkpoint_id", sa.Text, primary_key=True),
+    sa.Column("parent_checkpoint_id", sa.Text),
+    sa.Column("type", sa.Text),
+    sa.Column("checkpoint", postgresql.JSONB, nullable=False),
+    sa.Column("metadata", postgresql.JSONB, nullable=False, server_default="{}"),
+)
+
+postgres_blobs = sa.Table(
+    "checkpoint_blobs",
+    postgres_metadata,
+    *_thread_columns(),
+    sa.Column("channel", sa.Text, primary_key=True),
+    sa.Column("version", sa.Text, primary_key=True),
+    sa.Column("type", sa.Text, nullable=False),
+    sa.Column("blob", postgresql.BYTEA),
+)
+
+postgres_writes = sa.Table(
+    "checkpoint_writes",
+    postgres_metadata,
+    *_thread_columns(),
+    sa.Column("checkpoint_id", sa.Text, primary_key=True),
+    sa.Column("task_id", sa.Text, primary_key=True),
+    sa.Column("idx", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("channel", sa.Text, nullable=False),
+    sa.Column("type", sa.Text),
+    sa.Column("blob", postgresql.BYTEA, nullable=False),
+    sa.Column("task_path", sa.Text, nullable=False, server_default=""),
+)
+
+POSTGRES_MIGRATIONS = 10
+"""How many of ``PostgresSaver.MIGRATIONS`` the layout above is the result of."""
+
+
+SETUP_LOCK_KEY = 0x53594D43  # "SYMC": two processes creating the checkpoint tables at once
+
+
+def setup_lock() -> sa.Select[Any]:
+    """PostgreSQL: wait for any other ``setup()`` of the checkpoint tables (session lock).
+
+    ``PostgresSaver.setup()`` creates its indexes ``CONCURRENTLY``, outside a
+    transaction, so a transaction-scoped lock cannot cover it.
+    """
+    return sa.select(sa.func.pg_advisory_lock(sa.literal(SETUP_LOCK_KEY, sa.BigInteger)))
+
+
+def setup_unlock() -> sa.Select[Any]:
+    return sa.select(sa.func.pg_advisory_unlock(sa.literal(SETUP_LOCK_KEY, sa.BigInteger)))
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """One saver's tables: the checkpoints, the writes, and (PostgreSQL) the blobs."""
+
+    checkpoints: sa.Table
+    writes: sa.Table
+    blobs: sa.Table | None
+
+    @property
+    def tables(self) -> tuple[sa.Table, ...]:
+        """Every table holding a thread's rows."""
+        return tuple(t for t in (self.checkpoints, self.writes, self.blobs) if t is not None)
+
+    def run_id(self) -> sa.ColumnElement[Any]:
+        """The ``run_id`` of a checkpoint's metadata (JSON text on SQLite, JSONB here)."""
+        metadata = self.checkpoints.c.metadata
+        if self.blobs is None:
+            return sa.func.json_extract(sa.cast(metadata, sa.Text), "$.run_id")
+        return metadata["run_id"].astext  # type: ignore[no-any-return]
+
+
+SQLITE = Layout(sqlite_checkpoints, sqlite_writes, None)
+POSTGRES = Layout(postgres_checkpoints, postgres_writes, postgres_blobs)
+
+
+def layout_for(conn: Connection) -> Layout:
+    """The layout of the saver that LangGraph ships for ``conn``'s backend."""
+    return POSTGRES if conn.dialect.name == "postgresql" else SQLITE
+
+
+def _insert(layout: Layout, table: sa.Table) -> Any:
+    return (postgresql.insert if layout.blobs is not None else sqlite.insert)(table)
+
+
+# --- copy_thread ---------------------------------------------------------------------
+
+
+def copy_thread(conn: Connection, layout: Layout, source: str, target: str) -> None:
+    """Copy every checkpoint, write and blob of ``source`` to ``target``, all namespaces.
+
+    The whole parent chain is copied (what a ``DeltaChannel`` rebuilds its value from);
+    rows the target already has under the same keys are kept as they are.
+    """
+    for table in layout.tables:
+        names = [c.name for c in table.columns]
+        values = [
+            sa.literal(target, sa.Text).label("thread_id") if c.name == "thread_id" else c
+            for c in table.columns
+        ]
+        select = sa.select(*values).where(table.c.thread_id == source)
+        conn.execute(_insert(layout, table).from_select(names, select).on_conflict_do_nothing())
+
+
+# --- delete_for_runs -----------------------------------------------------------------
+
+
+def _doomed_writes(layout: Layout, doomed: sa.ColumnElement[bool]) -> sa.Delete:
+    """Delete the writes of the checkpoints that ``doomed`` selects."""
+    c, w = layout.checkpoints, layout.writes
+    of_doomed = (
+        sa.select(sa.literal(1))
+        .where(
+            c.c.thread_id == w.c.thread_id,
+            c.c.checkpoint_ns == w.c.checkpoint_ns,
+            c.c.checkpoint_id == w.c.checkpoint_id,
+            doomed,
+        )
+        .exists()
+    )
+    return sa.delete(w).where(of_doomed)
+
+
+def _orphan(layout: Layout, doomed: sa.ColumnElement[bool]) -> sa.Update:
+    """Clear the parent of each checkpoint whose parent ``doomed`` selects."""
+    c = layout.checkpoints
+    parent = c.alias("parent")
+    of_doomed = (
+        sa.select(sa.literal(1))
+        .where(
+            parent.c.thread_id == c.c.thread_id,
+            parent.c.checkpoint_ns == c.c.checkpoint_ns,
+            parent.c.checkpoint_id == c.c.parent_checkpoint_id,
+            ClauseAdapter(parent).traverse(doomed),  # the same test, on the parent row
+        )
+        .exists()
+    )
+    return sa.update(c).where(of_doomed).values(parent_checkpoint_id=None)
+
+
+def _versions(conn: Connection, layout: Layout, doomed: sa.ColumnElement[bool]) -> set[tuple[str, str, str, str]]:
+    """``(thread, namespace, channel, version)`` of the blobs ``doomed`` checkpoints use."""
+    c = layout.checkpoints
+    rows = conn.execute(
+        sa.select(c.c.thread_id, c.c.checkpoint_ns, c.c.checkpoint["channel_versions"]).where(doomed)
+    ).all()
+    used = set()
+    for thread_id, ns, versions in rows:
+        for channel, version in (versions or {}).items():
+            used.add((thread_id, ns, channel, str(version)))
+    return used
+
+
+def _collect_blobs(conn: Connection, layout: Layout, freed: set[tuple[str, str, str, str]]) -> None:
+    """Delete the blobs only deleted checkpoints used (what a kept one uses stays)."""
+    if not freed or layout.blobs is None:
+        return
+    c, b = layout.checkpoints, layout.blobs
+    for thread_id, ns in sorted({(t, n) for t, n, _, _ in freed}):
+        kept: set[tuple[str, str]] = set()
+        for (versions,) in conn.execute(
+            sa.select(c.c.checkpoint["channel_versions"]).where(
+                c.c.thread_id == thread_id, c.c.checkpoint_ns == ns
+            )
+        ):
+            kept.update((ch, str(v)) for ch, v in (versions or {}).items())
+        garbage: dict[str, list[str]] = {}
+        for t, n, channel, version in freed:
+            if (t, n) == (thread_id, ns) and (channel, version) not in kept:
+                garbage.setdefault(channel, []).append(version)
+        for channel, versions in garbage.items():
+            conn.execute(
+                sa.delete(b).where(
+                    b.c.thread_id == thread_id,
+                    b.c.checkpoint_ns == ns,
+                    b.c.channel == channel,
+                    b.c.version.in_(versions),
+                )
+            )
+
+
+def delete_for_runs(conn: Connection, layout: Layout, run_ids: Sequence[str]) -> None:
+    """Delete every checkpoint whose metadata names one of ``run_ids``, with its writes.
+
+    A kept checkpoint whose parent is deleted is left without a parent (as PostgreSQL's
+    ``prune`` leaves one); blobs only the deleted checkpoints used go with them.
+    """
+    if not run_ids:
+        return
+    doomed = layout.run_id().in_(list(run_ids))
+    freed = _versions(conn, layout, doomed) if layout.blobs is not None else set()
+    conn.execute(_doomed_writes(layout, doomed))
+    conn.execute(_orphan(layout, doomed))
+    conn.execute(sa.delete(layout.checkpoints).where(doomed))
+    _collect_blobs(conn, layout, freed)
+
+
+# --- prune (SQLite: PostgresSaver has its own) ---------------------------------------
+
+_DELTA_KEYS = ("counters_since_delta_snapshot", "delta_writes_versioned")
+
+
+def delta_threads(conn: Connection, layout: Layout, thread_ids: Sequence[str]) -> list[str]:
+    """The threads among ``thread_ids`` that use a ``DeltaChannel``.
+
+    A ``DeltaChannel`` keeps only what changed since its last snapshot and rebuilds
+    its value from older checkpoints, so keeping only the latest one would lose it.
+    LangGraph marks such a checkpoint's metadata with the counters since the last
+    snapshot, and drops the key only on a step that snapshotted every delta channel:
+    a thread with no marked checkpoint at all has every value whole in its latest one.
+    """
+    c = layout.checkpoints
+    text = sa.cast(c.c.metadata, sa.Text)
+    marked = sa.or_(*(sa.func.json_type(text, f"$.{key}").is_not(None) for key in _DELTA_KEYS))
+    rows = conn.execute(
+        sa.select(c.c.thread_id).distinct().where(c.c.thread_id.in_(list(thread_ids)), marked)
+    )
+    return sorted(r[0] for r in rows)
+
+
+def refuse_delta(conn: Connection, layout: Layout, thread_ids: Sequence[str]) -> None:
+    """Raise ``NotImplementedError`` (as ``PostgresSaver.prune`` does) if a thread uses one."""
+    delta = delta_threads(conn, layout, thread_ids)
+    if delta:
+        raise NotImplementedError(
+            f"keep_latest can't prune threads that use a DeltaChannel: {', '.join(delta)}"
+        )
+
+
+def prune_delete(conn: Connection, layout: Layout, thread_ids: Sequence[str]) -> None:
+    """Delete every checkpoint and write of the threads."""
+    for table in layout.tables:
+        conn.execute(sa.delete(table).where(table.c.thread_id.in_(list(thread_ids))))
+
+
+def prune_keep_latest(conn: Connection, layout: Layout, thread_id: str) -> None:
+    """Keep the latest checkpoint of each namespace of the thread, with its writes.
+
+    As ``PostgresSaver.prune`` does: the kept checkpoint loses its (deleted) parent; a
+    subgraph call's namespace (a task id after ``:``) goes with the saved root
+    checkpoint its call started from when that one is not kept.
+    """
+    c, w = layout.checkpoints, layout.writes
+    latest = (
+        sa.select(c.c.checkpoint_ns, sa.func.max(c.c.checkpoint_id).label("head"))
+        .where(c.c.thread_id == thread_id)
+        .group_by(c.c.checkpoint_ns)
+        .subquery()
+    )
+    heads = conn.execute(
+        sa.select(latest.c.checkpoint_ns, latest.c.head, c.c.metadata).join(
+            c,
+            sa.and_(
+                c.c.thread_id == thread_id,
+                c.c.checkpoint_ns == latest.c.checkpoint_ns,
+                c.c.checkpoint_id == latest.c.head,
+            ),
+        )
+    ).all()
+    kept = {ns: head for ns, head, _ in heads}
+    saved = set(
+        conn.execute(
+            sa.select(c.c.checkpoint_id).where(c.c.thread_id == thread_id, c.c.checkpoint_ns == "")
+        ).scalars()
+    )
+    calls = set()
+    for ns, _, metadata in heads:
+        root = (json.loads(metadata) if metadata else {}).get("parents", {}).get("")
+        if ":" in ns and root in saved and root != kept.get(""):
+            calls.add(ns)
+    for table in (c, w):
+        if calls:
+            conn.execute(
+                sa.delete(table).where(table.c.thread_id == thread_id, table.c.checkpoint_ns.in_(calls))
+            )
+    for ns, head in kept.items():
+        if ns in calls:
+            continue
+        here = (w.c.thread_id == thread_id, w.c.checkpoint_ns == ns, w.c.checkpoint_id != head)
+        conn.execute(sa.delete(w).where(*here))
+        conn.execute(
+            sa.delete(c).where(
+                c.c.thread_id == thread_id, c.c.checkpoint_ns == ns, c.c.checkpoint_id != head
+            )
+        )
+        conn.execute(
+            sa.update(c)
+            .where(c.c.thread_id == thread_id, c.c.checkpoint_ns == ns, c.c.checkpoint_id == head)
+            .values(parent_checkpoint_id=None)
+        )
+
+
+__all__ = [
+    "POSTGRES",
+    "POSTGRES_MIGRATIONS",
+    "PRUNE_STRATEGIES",
+    "SQLITE",
+    "Layout",
+    "copy_thread",
+    "delete_for_runs",
+    "delta_threads",
+    "layout_for",
+    "prune_delete",
+    "prune_keep_latest",
+    "refuse_delta",
+    "setup_lock",
+    "setup_unlock",
+]
