@@ -1,5 +1,5 @@
 """The commands, one module per group; importing them registers them on the app."""
 
-from . import db, demo, history, inbox, sweep
+from . import db, demo, evidence, history, inbox, sweep
 
-__all__ = ["db", "demo", "history", "inbox", "sweep"]
+__all__ = ["db", "demo", "evidence", "history", "inbox", "sweep"]
