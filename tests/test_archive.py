@@ -361,3 +361,28 @@ def test_on_postgres_only_the_archive_function_removes_events_for_the_applicatio
         conn.exec_driver_sql(f'DROP OWNED BY "{role}"')
         conn.exec_driver_sql(f'DROP ROLE "{role}"')
     owner.close()
+
+
+def test_an_archived_head_removed_from_the_projection_or_refilled_below_it_is_caught(
+    history: InterruptStore, key: Path, pub: Path, tmp_path: Path
+) -> None:
+    """Deleting an archived thread's projection row is reported by verify; events put back into the table at archived versions are named by a checkpoint taken after the archive."""
+    store = history
+    store.archive(FEBRUARY, tmp_path / "a.jsonl")
+    after = store.checkpoint(key)
+    with store.engine.begin() as conn:
+        conn.execute(sa.delete(THREADS).where(THREADS.c.thread_id == "t-old-1"))
+    problems = {b.thread_id: b for b in store.verify().broken}
+    assert set(problems) == {"t-old-1"} and "no projection row" in problems["t-old-1"].problem
+
+    # Put the January events back (at their old positions) as if never archived.
+    for line in (tmp_path / "a.jsonl").read_text().splitlines()[1:4]:
+        event = archiving.event_from_dict(json.loads(line))
+        with store.engine.begin() as conn:
+            conn.execute(sa.insert(EVENTS).values(
+                position=event.position, thread_id=event.thread_id, version=event.version,
+                type=event.type, interrupt_id=event.interrupt_id, run_id=event.run_id,
+                actor=event.actor, data=event.data, occurred_at=event.occurred_at, hash=event.hash))
+    report = store.verify_checkpoint(after, public_keys=[pub])
+    assert [p.thread_id for p in report.problems] == ["t-old-1"]
+    assert "inserted" in report.problems[0].problem

@@ -227,16 +227,17 @@ def test_an_edited_checkpoint_or_one_signed_by_another_key_fails(
     other, other_pub = generate_key(tmp_path / "attacker")
     forged_key = load_private_key(other)
     forged = dict(cp.document, key_id=key_id(forged_key.public_key()))
-    forged.pop("signature")
     from symfonic_store.services.evidence import sign
 
-    forged["signature"] = sign(forged, forged_key)
+    forged["signature"] = sign(Checkpoint(forged).unsigned(), forged_key)
     report = check(store, parse_checkpoint(forged), pub)
     assert not report.ok and "not among the given public keys" in str(report)
     assert check(store, parse_checkpoint(forged), other_pub).ok  # it is a valid signature, of another key
 
     with pytest.raises(EvidenceError):
         parse_checkpoint(dict(cp.document, cursor=12))  # a newer format is refused, not ignored
+    with pytest.raises(EvidenceError, match="heads_sha256"):
+        parse_checkpoint(dict(cp.document, heads=cp.document["heads"][1:]))  # a head dropped
     with pytest.raises(EvidenceError):
         parse_checkpoint("{not json")
 

@@ -162,7 +162,14 @@ def _options_taking_values() -> list[tuple[str, str]]:
 
 
 # What each command needs besides the option under test, to get as far as parsing it.
-BASE_ARGS = {"resume": ["t", "i-000000000000", "--actor", "a"], "replay": ["t"], "sweep": ["--dry-run"]}
+BASE_ARGS = {
+    "resume": ["t", "i-000000000000", "--actor", "a"],
+    "replay": ["t"],
+    "sweep": ["--dry-run"],
+    "archive": ["--before", "2026-01-01", "--out", "/nonexistent/archive.jsonl"],
+    "checkpoint": ["--key", "/nonexistent/key"],
+    "verify-archive": ["/nonexistent/archive.jsonl"],
+}
 TYPED = {"--ttl", "--older-than", "--format", "--batch-size", "--since", "--until", "--response"}
 
 

@@ -156,7 +156,8 @@ def upgrade() -> None:
         sa.Column("key_id", sa.String(64), nullable=False),
         sa.Column("taken_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("archives", sa.Integer(), nullable=False),
-        sa.Column("document", sa.JSON(), nullable=False),
+        sa.Column("statement", sa.JSON(), nullable=False),
+        sa.Column("heads", sa.JSON(), nullable=False),
         sa.UniqueConstraint("id", name="uq_symfonic_checkpoints_id"),
     )
     op.create_table(
@@ -168,6 +169,7 @@ def upgrade() -> None:
         sa.Column("last_hash", sa.String(64), nullable=False),
         sa.Column("digest", sa.String(64), nullable=False),
         sa.Column("base", sa.Integer(), nullable=False),
+        sa.Column("leaf_hash", sa.String(64), nullable=False),
     )
     op.create_index(
         "ix_symfonic_checkpoint_heads_bucket", "symfonic_checkpoint_heads", ["bucket"]

@@ -259,7 +259,8 @@ checkpoints = sa.Table(
     sa.Column("key_id", sa.String(64), nullable=False),
     sa.Column("taken_at", UTCDateTime(), nullable=False),
     sa.Column("archives", sa.Integer(), nullable=False),
-    sa.Column("document", sa.JSON(), nullable=False),
+    sa.Column("statement", sa.JSON(), nullable=False),
+    sa.Column("heads", sa.JSON(), nullable=False),
     sa.UniqueConstraint("id", name="uq_symfonic_checkpoints_id"),
 )
 
@@ -275,6 +276,7 @@ checkpoint_heads = sa.Table(
     sa.Column("last_hash", sa.String(64), nullable=False),
     sa.Column("digest", sa.String(64), nullable=False),
     sa.Column("base", sa.Integer(), nullable=False),
+    sa.Column("leaf_hash", sa.String(64), nullable=False),
     sa.Index("ix_symfonic_checkpoint_heads_bucket", "bucket"),
 )
 checkpoint_buckets = sa.Table(

@@ -952,26 +952,27 @@ _HEAD_COLUMNS = (
 
 
 def latest_checkpoint(conn: Connection) -> tuple[int, Any] | None:
-    """``(seq, document)`` of the newest checkpoint recorded, or None."""
+    """``(seq, statement)`` of the newest checkpoint recorded (not its heads), or None."""
     row = conn.execute(
-        sa.select(checkpoints.c.seq, checkpoints.c.document).order_by(checkpoints.c.seq.desc()).limit(1)
+        sa.select(checkpoints.c.seq, checkpoints.c.statement).order_by(checkpoints.c.seq.desc()).limit(1)
     ).first()
     return None if row is None else (int(row[0]), row[1])
 
 
 def stored_checkpoints_newest_first(
     conn: Connection, *, upto_position: int
-) -> Generator[tuple[str, Any], None, None]:
-    """``(id, document)`` of the recorded checkpoints at or below a position, newest first."""
+) -> Generator[tuple[str, Any, Any], None, None]:
+    """``(id, statement, heads)`` of the recorded checkpoints at or below a position,
+    newest first."""
     query = (
-        sa.select(checkpoints.c.id, checkpoints.c.document)
+        sa.select(checkpoints.c.id, checkpoints.c.statement, checkpoints.c.heads)
         .where(checkpoints.c.position <= upto_position)
         .order_by(checkpoints.c.seq.desc())
     )
     result = conn.execute(query, execution_options={"yield_per": 100})
     try:
-        for doc_id, document in result:
-            yield str(doc_id), document
+        for doc_id, statement, heads in result:
+            yield str(doc_id), statement, heads
     finally:
         result.close()
 
@@ -981,23 +982,29 @@ def checkpoint_buckets_all(conn: Connection) -> dict[int, tuple[str, int]]:
     return {int(b): (str(d), int(n)) for b, d, n in rows}
 
 
-def checkpoint_heads_of(conn: Connection, thread_ids: Sequence[str]) -> list[HeadRow]:
-    out: list[HeadRow] = []
+def checkpoint_heads_of(conn: Connection, thread_ids: Sequence[str]) -> list[tuple[HeadRow, str]]:
+    """The kept heads of these threads, each with its stored leaf hash."""
+    out: list[tuple[HeadRow, str]] = []
     for chunk in _chunks(list(thread_ids)):
-        query = sa.select(*_HEAD_COLUMNS).where(checkpoint_heads.c.thread_id.in_(list(chunk)))
-        out.extend((str(t), int(v), int(p), str(h), str(d), int(b)) for t, v, p, h, d, b in conn.execute(query))
+        query = sa.select(*_HEAD_COLUMNS, checkpoint_heads.c.leaf_hash).where(
+            checkpoint_heads.c.thread_id.in_(list(chunk))
+        )
+        out.extend(
+            ((str(t), int(v), int(p), str(h), str(d), int(b)), str(lh))
+            for t, v, p, h, d, b, lh in conn.execute(query)
+        )
     return out
 
 
-def checkpoint_heads_in(conn: Connection, buckets: Sequence[int]) -> dict[int, list[HeadRow]]:
-    """The heads of the given buckets, by bucket."""
-    out: dict[int, list[HeadRow]] = {}
+def checkpoint_leaf_hashes_in(conn: Connection, buckets: Sequence[int]) -> dict[int, dict[str, str]]:
+    """``bucket -> {thread_id: leaf hash}`` of the kept heads in those buckets."""
+    out: dict[int, dict[str, str]] = {}
     for chunk in _chunks(list(buckets)):
-        query = sa.select(checkpoint_heads.c.bucket, *_HEAD_COLUMNS).where(
-            checkpoint_heads.c.bucket.in_(list(chunk))
-        )
-        for bucket, t, v, p, h, d, b in conn.execute(query):
-            out.setdefault(int(bucket), []).append((str(t), int(v), int(p), str(h), str(d), int(b)))
+        query = sa.select(
+            checkpoint_heads.c.bucket, checkpoint_heads.c.thread_id, checkpoint_heads.c.leaf_hash
+        ).where(checkpoint_heads.c.bucket.in_(list(chunk)))
+        for bucket, t, h in conn.execute(query):
+            out.setdefault(int(bucket), {})[str(t)] = str(h)
     return out
 
 
@@ -1142,3 +1149,22 @@ def restore_archived_rows(conn: Connection) -> int:
         )
     )
     return max(int(result.rowcount or 0), 0)
+
+
+def unmarked_archive_records(conn: Connection, thread_id: str | None) -> list[tuple[str, int, int | None]]:
+    """``(thread_id, newest archived version, the projection's archived_version)`` of each
+    archived thread whose projection row is missing or does not mark that version."""
+    a = archived_threads
+    newest = sa.select(a.c.thread_id.label("thread_id"), sa.func.max(a.c.version).label("version")).group_by(
+        a.c.thread_id
+    )
+    if thread_id is not None:
+        newest = newest.where(a.c.thread_id == thread_id)
+    n = newest.subquery("newest_archived")
+    query = (
+        sa.select(n.c.thread_id, n.c.version, threads.c.archived_version)
+        .select_from(n.outerjoin(threads, threads.c.thread_id == n.c.thread_id))
+        .where(sa.func.coalesce(threads.c.archived_version, -1) != n.c.version)
+        .order_by(n.c.thread_id)
+    )
+    return [(str(t), int(v), None if m is None else int(m)) for t, v, m in conn.execute(query)]

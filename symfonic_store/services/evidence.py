@@ -65,12 +65,15 @@ FORMAT = "symfonic-store/checkpoint/1"
 the reader's ``cursor`` and the transactions ``in_flight``: that is format ``/2``, which
 this release refuses to read rather than ignore."""
 BUCKETS = 4096
-DOCUMENT_KEYS = frozenset(
+STATEMENT_KEYS = frozenset(
     {
         "format", "position", "root", "threads", "archives", "previous", "full",
-        "taken_at", "key_id", "heads", "signature",
+        "taken_at", "key_id", "heads_sha256", "signature",
     }
 )
+"""What is signed (all but ``signature``) and what names a checkpoint: small, whatever
+the number of heads, so taking the next one never reads the previous one's heads."""
+DOCUMENT_KEYS = STATEMENT_KEYS | {"heads"}
 HEX = frozenset("0123456789abcdef")
 
 PrivateKeyLike = Any
@@ -284,8 +287,12 @@ def _is_hex64(value: Any) -> bool:
 
 def bucket_digest(leaves: Iterable[Leaf]) -> str:
     """The hash of one bucket: its leaf hashes in thread-id order."""
-    ordered = sorted(leaves, key=lambda leaf: leaf.thread_id)
-    return _sha("bucket:" + ",".join(leaf.hash for leaf in ordered))
+    return bucket_digest_of((leaf.thread_id, leaf.hash) for leaf in leaves)
+
+
+def bucket_digest_of(hashes: Iterable[tuple[str, str]]) -> str:
+    """:func:`bucket_digest` from ``(thread_id, leaf hash)`` pairs."""
+    return _sha("bucket:" + ",".join(h for _, h in sorted(hashes)))
 
 
 def root_of(buckets: Mapping[int, tuple[str, int]]) -> str:
@@ -371,8 +378,11 @@ class Previous:
 class Checkpoint:
     """A signed checkpoint document (see docs/evidence.md for the format).
 
-    ``document`` is the JSON object as written to the file; ``id`` the SHA-256 of its
-    canonical JSON, signature included, which the next checkpoint's ``previous`` names.
+    ``document`` is the JSON object as written to the file. The signature covers every
+    field but ``signature`` and ``heads``; ``heads`` is covered by ``heads_sha256``. The
+    ``id`` (what the next checkpoint's ``previous`` names) is the SHA-256 of the signed
+    fields with the signature. A checkpoint read back from the store for the next one
+    may lack ``heads``.
     """
 
     document: dict[str, Any]
@@ -408,14 +418,24 @@ class Checkpoint:
 
     @property
     def id(self) -> str:
-        return _sha(canonical_json(self.document))
+        return _sha(canonical_json(self.statement()))
+
+    def has_heads(self) -> bool:
+        return "heads" in self.document
+
+    def head_ids(self) -> Iterator[str]:
+        return (str(h[0]) for h in self.document["heads"])
 
     def heads(self) -> list[Leaf]:
         """The leaves this checkpoint lists: those changed since the previous one."""
         return [Leaf.from_list(h) for h in self.document["heads"]]
 
+    def statement(self) -> dict[str, Any]:
+        """The signed fields and the signature (everything but ``heads``)."""
+        return {k: v for k, v in self.document.items() if k != "heads"}
+
     def unsigned(self) -> dict[str, Any]:
-        return {k: v for k, v in self.document.items() if k != "signature"}
+        return {k: v for k, v in self.document.items() if k not in ("signature", "heads")}
 
     def to_json(self) -> str:
         """The document as the checkpoint file holds it (one JSON object and a newline)."""
@@ -428,8 +448,15 @@ class Checkpoint:
         )
 
 
-def parse_checkpoint(source: str | bytes | Mapping[str, Any], *, what: str = "checkpoint") -> Checkpoint:
-    """A checkpoint from its JSON text (or object), its structure checked.
+def heads_digest(heads: Sequence[Sequence[Any]]) -> str:
+    return _sha(canonical_json(list(heads)))
+
+
+def parse_checkpoint(
+    source: str | bytes | Mapping[str, Any], *, what: str = "checkpoint", heads: bool = True
+) -> Checkpoint:
+    """A checkpoint from its JSON text (or object), its structure checked; ``heads=False``
+    accepts the signed statement alone (as the store keeps it apart from its heads).
 
     Raises:
         EvidenceError: not a checkpoint of this format (edited, truncated, or newer).
@@ -441,27 +468,28 @@ def parse_checkpoint(source: str | bytes | Mapping[str, Any], *, what: str = "ch
             document = json.loads(source)
         except (ValueError, RecursionError) as exc:
             raise EvidenceError(f"the {what} is not JSON ({exc})") from None
-    problem = _document_problem(document)
+    problem = _document_problem(document, heads=heads)
     if problem is not None:
         raise EvidenceError(f"the {what} is not a valid checkpoint: {problem}")
     return Checkpoint(document)
 
 
-def _document_problem(document: Any) -> str | None:
+def _document_problem(document: Any, *, heads: bool) -> str | None:
     if not isinstance(document, dict):
         return "not a JSON object"
     if document.get("format") != FORMAT:
         return f"its format is {document.get('format')!r:.80}, this release reads {FORMAT!r}"
     keys = set(document)
-    if keys != DOCUMENT_KEYS:
-        missing, extra = DOCUMENT_KEYS - keys, keys - DOCUMENT_KEYS
+    expected = DOCUMENT_KEYS if heads else STATEMENT_KEYS
+    if keys != expected:
+        missing, extra = expected - keys, keys - expected
         return f"missing {sorted(missing)}" if missing else f"unknown fields {sorted(extra)}"
     for name in ("position", "threads", "archives"):
         value = document[name]
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             return f"{name} must be a whole number >= 0"
-    if not (_is_hex64(document["root"]) and _is_hex64(document["key_id"])):
-        return "root and key_id must be 64 hex digits"
+    if not all(_is_hex64(document[k]) for k in ("root", "key_id", "heads_sha256")):
+        return "root, key_id and heads_sha256 must be 64 hex digits"
     if not isinstance(document["full"], bool) or not isinstance(document["taken_at"], str):
         return "full must be true/false and taken_at a time"
     if not isinstance(document["signature"], str):
@@ -475,6 +503,8 @@ def _document_problem(document: Any) -> str | None:
         and _is_hex64(previous["id"])
     ):
         return "previous must be null or {position, root, id}"
+    if not heads:
+        return None
     if not isinstance(document["heads"], list):
         return "heads must be a list"
     try:
@@ -482,6 +512,8 @@ def _document_problem(document: Any) -> str | None:
             Leaf.from_list(head)
     except ValueError as exc:
         return str(exc)
+    if heads_digest(document["heads"]) != document["heads_sha256"]:
+        return "its heads do not match heads_sha256: the file was edited"
     return None
 
 
@@ -504,7 +536,7 @@ def signature_problem(checkpoint: Checkpoint, keys: Mapping[str, Ed25519PublicKe
 def _stored_checkpoint(row: Sequence[Any] | None) -> Checkpoint | None:
     if row is None:
         return None
-    return parse_checkpoint(row[1], what="latest checkpoint kept in the database")
+    return parse_checkpoint(row[1], what="latest checkpoint kept in the database", heads=False)
 
 
 def _refuse(thread_id: str, position: int | None, problem: str) -> EvidenceError:
@@ -625,9 +657,9 @@ def take(
     sql.lock_evidence(conn)
     public = key.public_key()
     kid = key_id(public)
-    row = sql.latest_checkpoint(conn)
-    last = _stored_checkpoint(row)
-    seq = 1 if row is None else int(row[0]) + 1
+    latest_row = sql.latest_checkpoint(conn)
+    last = _stored_checkpoint(latest_row)
+    seq = 1 if latest_row is None else int(latest_row[0]) + 1
     if previous is not None and (last is None or last.id != previous.id):
         latest = "none" if last is None else f"position {last.position}, id {last.id[:16]}..."
         raise EvidenceError(
@@ -648,9 +680,10 @@ def take(
         )
     if full or last is None:
         leaves = _all_leaves(conn, position)
-        buckets = buckets_of(leaves.values())
+        rows = [_head_row(x) for x in leaves.values()]
+        buckets = _buckets_of_rows(rows)
         changed = leaves
-        sql.replace_checkpoint_state(conn, [_head_row(x) for x in leaves.values()], buckets)
+        sql.replace_checkpoint_state(conn, rows, buckets)
         count = len(leaves)
     else:
         buckets = sql.checkpoint_buckets_all(conn)
@@ -658,25 +691,29 @@ def take(
             raise _altered_state("the bucket hashes do not give its root")
         ids, archived = _changed_threads(conn, last, position, archives)
         touched = sorted({bucket_of(t) for t in ids})
-        current = {
-            b: {row[0]: Leaf(*row) for row in rows}
-            for b, rows in sql.checkpoint_heads_in(conn, touched).items()
-        }
-        # Only heads whose bucket still gives the signed hash are built on.
+        # The kept leaf hashes of the touched buckets: only those whose bucket still gives
+        # its (signed) hash are built on, and only the changed threads' heads are read.
+        hashes = sql.checkpoint_leaf_hashes_in(conn, touched)
         for b in touched:
-            group = current.get(b, {})
+            group = hashes.get(b, {})
             stored = buckets.get(b, (None, 0))
-            if (bucket_digest(group.values()) if group else None) != stored[0]:
+            if (bucket_digest_of(group.items()) if group else None) != stored[0]:
                 raise _altered_state(f"the heads of bucket {b} do not give its hash")
-        old = {t: current[bucket_of(t)][t] for t in ids if t in current.get(bucket_of(t), {})}
+        old: dict[str, Leaf] = {}
+        for head, leaf_hash in sql.checkpoint_heads_of(conn, ids):
+            leaf = Leaf(*head)
+            if leaf.hash != leaf_hash or hashes.get(bucket_of(leaf.thread_id), {}).get(leaf.thread_id) != leaf_hash:
+                raise _altered_state(f"the kept head of thread {leaf.thread_id!r} does not give its hash")
+            old[leaf.thread_id] = leaf
+        if any(t in hashes.get(bucket_of(t), {}) and t not in old for t in ids):
+            raise _altered_state("a kept head is missing")
         changed = _changed_leaves(conn, last, position, ids, archived, old)
-        for leaf in changed.values():
-            current.setdefault(bucket_of(leaf.thread_id), {})[leaf.thread_id] = leaf
+        rows = [_head_row(x) for x in changed.values()]
+        for head_row in rows:
+            hashes.setdefault(head_row["bucket"], {})[head_row["thread_id"]] = head_row["leaf_hash"]
         for b in touched:
-            buckets[b] = (bucket_digest(current[b].values()), len(current[b]))
-        sql.update_checkpoint_state(
-            conn, [_head_row(x) for x in changed.values()], {b: buckets[b] for b in touched}
-        )
+            buckets[b] = (bucket_digest_of(hashes[b].items()), len(hashes[b]))
+        sql.update_checkpoint_state(conn, rows, {b: buckets[b] for b in touched})
         count = sum(n for _, n in buckets.values())
     document: dict[str, Any] = {
         "format": FORMAT,
@@ -690,9 +727,11 @@ def take(
         "full": bool(full and last is not None),
         "taken_at": now.isoformat(),
         "key_id": kid,
-        "heads": [leaf.as_list() for leaf in sorted(changed.values(), key=lambda x: x.thread_id)],
     }
+    heads = [leaf.as_list() for leaf in sorted(changed.values(), key=lambda x: x.thread_id)]
+    document["heads_sha256"] = heads_digest(heads)
     document["signature"] = sign(document, key)
+    document["heads"] = heads
     checkpoint = Checkpoint(document)
     sql.insert_checkpoint(
         conn,
@@ -705,10 +744,18 @@ def take(
             "key_id": kid,
             "taken_at": now,
             "archives": archives,
-            "document": document,
+            "statement": checkpoint.statement(),
+            "heads": heads,
         },
     )
     return checkpoint
+
+
+def _buckets_of_rows(rows: Iterable[dict[str, Any]]) -> dict[int, tuple[str, int]]:
+    grouped: dict[int, list[tuple[str, str]]] = {}
+    for row in rows:
+        grouped.setdefault(row["bucket"], []).append((row["thread_id"], row["leaf_hash"]))
+    return {b: (bucket_digest_of(pairs), len(pairs)) for b, pairs in grouped.items()}
 
 
 def _head_row(leaf: Leaf) -> dict[str, Any]:
@@ -720,6 +767,7 @@ def _head_row(leaf: Leaf) -> dict[str, Any]:
         "last_hash": leaf.last_hash,
         "digest": leaf.digest,
         "base": leaf.base,
+        "leaf_hash": leaf.hash,
     }
 
 
@@ -799,16 +847,22 @@ def _committed(
 
     The chain comes from the given checkpoint files first, then from the documents the
     database keeps (each counts only if its id and signature hold under ``keys``). With
-    ``thread_id``, stops at the newest checkpoint that lists that thread.
+    ``thread_id``, stops at the newest checkpoint that lists that thread -- or, when the
+    store's kept state is that of ``checkpoint`` (its buckets give its root), takes the
+    thread's head from there, proven by its bucket: no document need be read.
     """
+    if thread_id is not None:
+        proven = _committed_by_state(conn, checkpoint, thread_id)
+        if proven is not None:
+            return proven
     chain: list[Checkpoint] = []
     doc: Checkpoint | None = checkpoint
-    stored: Generator[tuple[str, Any], None, None] | None = None
+    stored: Generator[tuple[str, Any, Any], None, None] | None = None
     missing: str | None = None
     try:
         while doc is not None:
             chain.append(doc)
-            if thread_id is not None and any(h[0] == thread_id for h in doc.document["heads"]):
+            if thread_id is not None and any(t == thread_id for t in doc.head_ids()):
                 break
             prev = doc.previous
             if doc.full or prev is None:
@@ -842,14 +896,34 @@ def _committed(
     return _Committed(leaves, history, complete, missing)
 
 
+def _committed_by_state(conn: Connection, checkpoint: Checkpoint, thread_id: str) -> _Committed | None:
+    """``thread_id``'s committed leaf from the kept heads, if they are ``checkpoint``'s."""
+    buckets = sql.checkpoint_buckets_all(conn)
+    if root_of(buckets) != checkpoint.root:
+        return None  # another checkpoint's state (or altered): walk the chain instead
+    bucket = bucket_of(thread_id)
+    group = sql.checkpoint_leaf_hashes_in(conn, [bucket]).get(bucket, {})
+    if (bucket_digest_of(group.items()) if group else None) != buckets.get(bucket, (None, 0))[0]:
+        return None
+    leaves: dict[str, Leaf] = {}
+    if thread_id in group:
+        rows = sql.checkpoint_heads_of(conn, [thread_id])
+        leaf = Leaf(*rows[0][0]) if rows else None
+        if leaf is None or leaf.hash != group[thread_id]:
+            return None
+        leaves[thread_id] = leaf
+    return _Committed(leaves, {t: [x] for t, x in leaves.items()}, complete=True)
+
+
 def _find_stored(
-    stored: Iterator[tuple[str, Any]], wanted: str, keys: Mapping[str, Ed25519PublicKey]
+    stored: Iterator[tuple[str, Any, Any]], wanted: str, keys: Mapping[str, Ed25519PublicKey]
 ) -> Checkpoint | None:
-    """The kept document with id ``wanted``, if its id and signature hold."""
-    for doc_id, document in stored:
+    """The kept checkpoint with id ``wanted``, if its id, signature and heads hold."""
+    for doc_id, statement, heads in stored:
         if doc_id != wanted:
             continue
         try:
+            document = {**statement, "heads": heads} if isinstance(statement, dict) else statement
             candidate = parse_checkpoint(document, what="checkpoint kept in the database")
         except EvidenceError:
             return None
@@ -923,12 +997,20 @@ def verify_checkpoint(
                 )
         return f
 
-    def feed(event: StoredEvent) -> None:
+    def feed(event: StoredEvent, *, live: bool) -> None:
         if event.position > position or (thread_id is not None and event.thread_id != thread_id):
             return
         f = follow(event.thread_id)
         f.events += 1
-        if f.problem is not None or f.tip is None or event.version <= f.tip.base:
+        if f.problem is not None or f.tip is None:
+            return
+        if event.version <= f.tip.base:
+            if live:  # the checkpoint holds these versions as archived: none may be in the table
+                f.problem = CheckpointProblem(
+                    event.thread_id, event.position,
+                    f"version {event.version} is in the event table, but the checkpoint holds "
+                    f"versions 1..{f.tip.base} of this thread as archived: it was inserted",
+                )
             return
         if f.first_open is None:
             f.first_open = event.position
@@ -945,16 +1027,16 @@ def verify_checkpoint(
 
     for archive in sorted(archives, key=lambda a: a.created_at):
         for event in archive.events():
-            feed(event)
+            feed(event, live=False)
     query = sql.events_upto_query(position, thread_id=thread_id)
     for event in sql.stream_events(conn, query):
-        feed(event)
+        feed(event, live=True)
 
     threads = set(follows) | set(committed.leaves) | {t for t, k in bases.items() if k}
     if thread_id is not None:
         threads = {thread_id}
     computed: dict[str, Leaf] = {}
-    archived_now = sql.archived_versions(conn, sorted(threads)) if threads else {}
+    differing: list[tuple[str, Leaf | None, Leaf | None, _Follow | None]] = []
     for t in sorted(threads):
         f = follow(t) if (t in follows or bases.get(t)) else None
         leaf = None if f is None or f.tip is None or f.tip.version == 0 else f.tip.leaf(t)
@@ -966,8 +1048,11 @@ def verify_checkpoint(
         if not committed.complete and thread_id is None:
             continue  # decided on the root below
         expected = committed.leaves.get(t)
-        if expected == leaf:
-            continue
+        if expected != leaf:
+            differing.append((t, expected, leaf, f))
+    # Only to say why a thread differs: was it archived since the checkpoint?
+    archived_now = sql.archived_versions(conn, [d[0] for d in differing]) if differing else {}
+    for t, expected, leaf, f in differing:
         report.problems.append(_difference(t, expected, leaf, f, archived_now.get(t)))
     report.threads_checked = len(threads)
     report.events_checked = sum(f.events for f in follows.values())

@@ -28,6 +28,7 @@ from ..db.statements import (
     archived_bases_for_live_events,
     projection_heads_query,
     stream_events,
+    unmarked_archive_records,
 )
 from ..events import GENESIS_HASH, StoredEvent, stored_hash_is_valid
 
@@ -235,5 +236,19 @@ def verify(conn: Connection, *, thread_id: str | None) -> VerifyReport:
     report = verify_events(stream_events(conn, all_events_by_thread_query(thread_id)), bases)
     heads = (Head(*row) for row in conn.execute(projection_heads_query(thread_id)))
     check_heads(report, heads, thread_id=thread_id)
+    broken = {b.thread_id for b in report.broken}
+    for t, version, marked in unmarked_archive_records(conn, thread_id):
+        if t in broken:
+            continue
+        state = "has no projection row" if marked is None else f"is marked archived up to version {marked}"
+        report.broken.append(
+            BrokenLink(
+                t, version, None,
+                f"the archive records hold its head at version {version}, but the thread {state}: "
+                "the projection was altered, and a later event would not chain on from the archived head",
+                HEAD,
+            )
+        )
+    report.broken.sort(key=lambda b: b.thread_id)
     report.guards = guard_problems(conn)
     return report
