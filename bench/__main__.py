@@ -33,6 +33,7 @@ BENCHMARKS = {
     "audit": "bench.audit",
     "streams": "bench.streams",
     "postgres": "bench.pg_writers",
+    "checkpoint": "bench.checkpoint",
 }
 
 
