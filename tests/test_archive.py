@@ -386,3 +386,20 @@ def test_an_archived_head_removed_from_the_projection_or_refilled_below_it_is_ca
     report = store.verify_checkpoint(after, public_keys=[pub])
     assert [p.thread_id for p in report.problems] == ["t-old-1"]
     assert "inserted" in report.problems[0].problem
+
+
+def test_verify_with_archives_on_the_command_line(
+    history: InterruptStore, key: Path, pub: Path, db_url: str, tmp_path: Path
+) -> None:
+    """verify --checkpoint of a checkpoint taken before an archive exits 1 naming the archived threads, and 0 with --archive FILE."""
+    store = history
+    cp = tmp_path / "before.json"
+    cp.write_text(store.checkpoint(key).to_json())
+    out = tmp_path / "a.jsonl.gz"
+    store.archive(FEBRUARY, out, key=key)
+    args = ("verify", "--checkpoint", str(cp), "--public-key", str(pub))
+    line = assert_clean_error(run_cli(*args, db=db_url), 1)
+    assert "t-old-1" in line and "--archive" in line
+    passed = run_cli(*args, "--archive", str(out), db=db_url)
+    assert passed.returncode == 0, passed.stderr
+    assert "holds everything it committed to" in passed.stdout
