@@ -403,3 +403,23 @@ def test_verify_with_archives_on_the_command_line(
     passed = run_cli(*args, "--archive", str(out), db=db_url)
     assert passed.returncode == 0, passed.stderr
     assert "holds everything it committed to" in passed.stdout
+
+
+def test_a_thread_that_gets_an_event_before_it_is_written_is_not_archived(
+    history: InterruptStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An event appended between choosing the threads and writing them: the archive stops as a race (nothing written, nothing removed)."""
+    store = history
+    real = archiving.candidates
+
+    def choose_then_append(conn: sa.Connection, **kw: object) -> list[tuple[str, int, str]]:
+        chosen = real(conn, **kw)  # type: ignore[arg-type]
+        store.record_route("t-old-1", "finish", run_id="r1")
+        return chosen
+
+    monkeypatch.setattr(archiving, "candidates", choose_then_append)
+    out = tmp_path / "a.jsonl"
+    with pytest.raises(ConcurrencyConflictError, match="t-old-1"):
+        store.archive(FEBRUARY, out)
+    assert not out.exists() and count(store, "symfonic_archives") == 0
+    assert len(store.history("t-old-1")) == 4

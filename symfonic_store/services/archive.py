@@ -433,6 +433,11 @@ def _write(
         first = (0, 0, GENESIS_HASH)
 
         def close(thread_id: str, tip: Tip, first: tuple[int, int, str]) -> None:
+            if tip.version > expected[thread_id][0]:
+                raise ConcurrencyConflictError(
+                    f"thread {thread_id!r} got a new event while it was being archived: "
+                    "nothing was archived; run the archive again"
+                )
             if (tip.version, tip.last_hash) != expected[thread_id]:
                 raise EvidenceError(
                     f"thread {thread_id!r}: its events end at version {tip.version}, not at its "

@@ -40,7 +40,7 @@ import base64
 import hashlib
 import json
 import os
-from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -550,36 +550,36 @@ def _refuse(thread_id: str, position: int | None, problem: str) -> EvidenceError
     )
 
 
-def _follow(tip: Tip, events: Iterable[StoredEvent], thread_id: str) -> Leaf:
-    for event in events:
-        problem = tip.extend(event)
-        if problem is not None:
-            raise _refuse(thread_id, event.position, problem)
-    return tip.leaf(thread_id)
-
-
-def _by_thread(events: Iterable[StoredEvent]) -> Iterator[tuple[str, list[StoredEvent]]]:
-    """Events in (thread, version) order as one list per thread."""
+def _follow_all(
+    events: Iterable[StoredEvent], start: Callable[[str], Tip], leaves: dict[str, Leaf]
+) -> None:
+    """Follow events given in (thread, version) order, one at a time (a thread of a
+    million events is never held in memory), each thread from ``start(thread_id)``;
+    its leaf goes into ``leaves``."""
     thread: str | None = None
-    batch: list[StoredEvent] = []
+    tip = Tip()
     for event in events:
         if event.thread_id != thread:
             if thread is not None:
-                yield thread, batch
-            thread, batch = event.thread_id, []
-        batch.append(event)
+                leaves[thread] = tip.leaf(thread)
+            thread, tip = event.thread_id, start(event.thread_id)
+        problem = tip.extend(event)
+        if problem is not None:
+            raise _refuse(event.thread_id, event.position, problem)
     if thread is not None:
-        yield thread, batch
+        leaves[thread] = tip.leaf(thread)
 
 
 def _all_leaves(conn: Connection, position: int) -> dict[str, Leaf]:
     """Every thread's leaf at ``position``, from the events and the archived heads."""
     bases = {b.thread_id: b for b in sql.latest_archived_heads(conn)}
     leaves: dict[str, Leaf] = {}
-    for thread_id, batch in _by_thread(sql.stream_events(conn, sql.events_upto_query(position))):
+
+    def start(thread_id: str) -> Tip:
         base = bases.get(thread_id)
-        tip = Tip() if base is None else Tip.archived(base.version, base.position, base.last_hash)
-        leaves[thread_id] = _follow(tip, batch, thread_id)
+        return Tip() if base is None else Tip.archived(base.version, base.position, base.last_hash)
+
+    _follow_all(sql.stream_events(conn, sql.events_upto_query(position)), start, leaves)
     for thread_id, base in bases.items():
         if thread_id not in leaves:
             leaves[thread_id] = Tip.archived(base.version, base.position, base.last_hash).leaf(thread_id)
@@ -623,8 +623,7 @@ def _changed_leaves(
             tips[thread_id] = Tip() if prior is None else Tip.of(prior)
     leaves = {t: tip.leaf(t) for t, tip in tips.items()}
     query = sql.events_between_query(last.position, position)
-    for thread_id, batch in _by_thread(sql.stream_events(conn, query)):
-        leaves[thread_id] = _follow(tips[thread_id], batch, thread_id)
+    _follow_all(sql.stream_events(conn, query), tips.__getitem__, leaves)
     return leaves
 
 
