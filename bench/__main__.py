@@ -34,6 +34,7 @@ BENCHMARKS = {
     "streams": "bench.streams",
     "postgres": "bench.pg_writers",
     "checkpoints": "bench.checkpoints",
+    "checkpoint": "bench.checkpoint",
 }
 
 

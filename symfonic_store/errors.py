@@ -16,6 +16,7 @@ command line) can catch the whole family in one ``except``::
     │   └── AnswerNotTakenError      the graph did not take the answer (gateway)
     ├── ConcurrencyConflictError     a racing writer won; retry
     ├── ProjectionMismatchError      the projection holds what the events no longer say
+    ├── EvidenceError                a checkpoint or an archive does not hold (tampering)
     ├── SchemaNotMigratedError       the schema is missing or behind the migrations
     │   └── SchemaTooNewError        a newer release migrated it: upgrade the package
     ├── DatabaseError                the database could not be reached or failed
@@ -132,6 +133,21 @@ class ProjectionMismatchError(SymfonicStoreError):
         super().__init__(message)
 
 
+class EvidenceError(SymfonicStoreError):
+    """The evidence does not hold: a signed checkpoint or archive fails its check, or the
+    state the store keeps for them was altered, so the store will not sign or remove on it.
+
+    ``thread_id`` (and ``position``, where it can tell) name the first place affected.
+    """
+
+    def __init__(
+        self, message: str, *, thread_id: str | None = None, position: int | None = None
+    ) -> None:
+        self.thread_id = thread_id
+        self.position = position
+        super().__init__(message)
+
+
 class SchemaNotMigratedError(SymfonicStoreError):
     """The database schema does not match this release: missing, behind, or (the subclass
     :class:`SchemaTooNewError`) ahead of the migrations shipped with it."""
@@ -217,6 +233,7 @@ __all__ = [
     "ConcurrencyConflictError",
     "ConstraintViolationError",
     "DatabaseError",
+    "EvidenceError",
     "InterruptAlreadyResolvedError",
     "InterruptExpiredError",
     "InterruptInProgressError",

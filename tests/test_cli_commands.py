@@ -287,7 +287,9 @@ def test_verify_exits_1_naming_the_thread_and_position_of_a_tampered_event(
     assert "t-good" not in line
 
     just_good = run_cli("verify", "--thread", "t-good", db=db_url)
-    assert just_good.returncode == 0, just_good.stderr
+    # t-good's chain holds: what still fails is the append-only triggers dropped above.
+    good_line = assert_clean_error(just_good, 1)
+    assert "t-good" not in good_line and "trigger" in good_line
 
 
 def test_projection_rebuild_folds_every_event(migrated: InterruptStore, db_url: str) -> None:

@@ -162,12 +162,21 @@ def _options_taking_values() -> list[tuple[str, str]]:
 
 
 # What each command needs besides the option under test, to get as far as parsing it.
-BASE_ARGS = {"resume": ["t", "i-000000000000", "--actor", "a"], "replay": ["t"], "sweep": ["--dry-run"]}
+BASE_ARGS = {
+    "resume": ["t", "i-000000000000", "--actor", "a"],
+    "replay": ["t"],
+    "sweep": ["--dry-run"],
+    "archive": ["--before", "2026-01-01", "--out", "/nonexistent/archive.jsonl"],
+    "checkpoint": ["--key", "/nonexistent/key"],
+    "verify-archive": ["/nonexistent/archive.jsonl"],
+}
 TYPED = {"--ttl", "--older-than", "--format", "--batch-size", "--since", "--until", "--response"}
 
 
 @pytest.mark.parametrize(("command", "option"), _options_taking_values())
-def test_every_option_rejects_a_bad_value_in_one_voice(command: str, option: str, sqlite_url: str) -> None:
+def test_every_option_rejects_a_bad_value_in_one_voice(
+    command: str, option: str, sqlite_url: str, tmp_path: Path
+) -> None:
     """Every option taking a value, given nonsense, works or fails as `invalid <name>: ...` -- never in a library's words.
 
     (Parsing flags is the same on every backend: SQLite only.)
@@ -180,7 +189,8 @@ def test_every_option_rejects_a_bad_value_in_one_voice(command: str, option: str
         store.setup()
     words = command.split() if command else ["pending"]
     argv = [*words, *BASE_ARGS.get(words[0], []), option, "nonsense["] if command else [option, "nonsense[", "pending"]
-    result = run_cli(*argv, db=None if option == "--db" else sqlite_url)
+    # In a folder of its own: `keygen --out nonsense[` writes a key pair where it runs.
+    result = run_cli(*argv, db=None if option == "--db" else sqlite_url, cwd=tmp_path)
     assert not any(w in result.stderr + result.stdout for w in LIBRARY_WORDS), (argv, result.stderr)
     if option in TYPED:
         assert assert_clean_error(result, 2).startswith(f"{ERROR}invalid {option}: "), argv

@@ -36,6 +36,11 @@ from symfonic_store.db.migrate import (
     upgrade,
 )
 from symfonic_store.db.schema import (
+    ARCHIVED_THREADS_TABLE,
+    ARCHIVES_TABLE,
+    CHECKPOINT_BUCKETS_TABLE,
+    CHECKPOINT_HEADS_TABLE,
+    CHECKPOINTS_TABLE,
     CLAIMS_TABLE,
     EVENTS_TABLE,
     OPEN_INTERRUPTS_TABLE,
@@ -47,7 +52,9 @@ from symfonic_store.db.schema import (
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 STORE_TABLES = {
-    EVENTS_TABLE, THREADS_TABLE, WAKEUPS_TABLE, OPEN_INTERRUPTS_TABLE, CLAIMS_TABLE
+    EVENTS_TABLE, THREADS_TABLE, WAKEUPS_TABLE, OPEN_INTERRUPTS_TABLE, CLAIMS_TABLE,
+    ARCHIVES_TABLE, ARCHIVED_THREADS_TABLE, CHECKPOINTS_TABLE, CHECKPOINT_HEADS_TABLE,
+    CHECKPOINT_BUCKETS_TABLE,
 }
 FIRST_REVISION = "0001_event_log"
 UPGRADE_COMMAND = "symfonic-store db upgrade"
@@ -131,7 +138,7 @@ def test_upgrade_downgrade_and_upgrade_again(engine: Engine, db_url: str) -> Non
     } <= created["indexes"]
     assert created["triggers"] == expected_triggers(engine)
     if engine.dialect.name == "postgresql":
-        assert "symfonic_events_append_only" in created["functions"]
+        assert {"symfonic_events_append_only", "symfonic_archive_remove"} <= created["functions"]
 
     migrate(engine, "up", "head")  # idempotent
     assert revision_of(engine) == head_revision()

@@ -91,7 +91,7 @@ def test_verify_names_the_thread_whose_last_events_were_deleted(
     assert "'t-refund'" in text and "version 5" in text and "version 3" in text
     assert f"position {last_left.position}" in text
     assert not tampered.verify(thread_id="t-refund").ok
-    assert tampered.verify(thread_id="t-other").ok
+    assert tampered.verify(thread_id="t-other").broken == []  # (the triggers are reported)
 
     line = assert_clean_error(run_cli("verify", db=db_url), 1)
     assert "t-refund" in line and "version 5" in line and "t-other" not in line
@@ -133,7 +133,7 @@ def test_rebuild_refuses_a_head_the_events_no_longer_reach_unless_forced(
     # Forced, the projection is the fold of what is left: the evidence is gone and the
     # refund is open again. That is what --force accepts.
     assert tampered.pending("t-refund")["interrupt_id"] == IID  # type: ignore[index]
-    assert tampered.verify().ok
+    assert tampered.verify().broken == []  # only the disabled triggers are left to report
     tampered.resume("t-refund", IID, {"approved": True}, actor="bob")
 
 
@@ -264,4 +264,4 @@ async def test_the_async_store_checks_heads_and_refuses_rebuild_alike(
     with pytest.raises(ProjectionMismatchError):
         await astore.rebuild_projection()
     assert await astore.rebuild_projection(force=True) == 3
-    assert (await astore.verify()).ok
+    assert (await astore.verify()).broken == []

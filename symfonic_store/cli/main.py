@@ -11,6 +11,7 @@ import typer
 
 from ..errors import (
     ConcurrencyConflictError,
+    EvidenceError,
     InterruptStateError,
     ProjectionMismatchError,
     SymfonicStoreError,
@@ -21,7 +22,12 @@ from .app import PROG, Problem, Session, _ClickError, app, click_errors
 
 def _exit_code(exc: BaseException) -> int:
     if isinstance(
-        exc, Problem | InterruptStateError | ConcurrencyConflictError | ProjectionMismatchError
+        exc,
+        Problem
+        | InterruptStateError
+        | ConcurrencyConflictError
+        | ProjectionMismatchError
+        | EvidenceError,
     ):
         return 1
     if isinstance(exc, SymfonicStoreError):

@@ -39,6 +39,7 @@ FAST_PATH_OPTION = "symfonic_fast_path"
 
 SETUP_LOCK_KEY = 0x53594D47  # "SYMG": two processes running setup() at once
 POSITION_LOCK_KEY = 0x53594D46  # "SYMF": one position lock per schema (I11)
+EVIDENCE_LOCK_KEY = 0x53594D45  # "SYME": checkpoints and archive removals, per schema
 
 _LOCK_POSITIONS = sa.select(
     sa.func.pg_advisory_xact_lock(
@@ -46,6 +47,11 @@ _LOCK_POSITIONS = sa.select(
     )
 )
 _LOCK_SETUP = sa.select(sa.func.pg_advisory_xact_lock(SETUP_LOCK_KEY))
+_LOCK_EVIDENCE = sa.select(
+    sa.func.pg_advisory_xact_lock(
+        sa.literal(EVIDENCE_LOCK_KEY, sa.Integer()), sa.func.hashtext(sa.func.current_schema())
+    )
+)
 
 Processor = Callable[[Any], Any] | None
 
@@ -79,6 +85,10 @@ class Executor:
     def lock_setup(self, conn: Connection) -> None:
         """Keep two concurrent ``setup()`` calls from both creating the tables."""
 
+    def lock_evidence(self, conn: Connection) -> None:
+        """Serialise checkpoints and archive removals until commit, where the backend needs
+        it (SQLite's write transaction already holds the database lock)."""
+
 
 class CoreExecutor(Executor):
     """Every statement through ``Connection.execute`` (visible to SQLAlchemy's events)."""
@@ -109,6 +119,9 @@ class PostgresExecutor(CoreExecutor):
 
     def lock_setup(self, conn: Connection) -> None:
         conn.execute(_LOCK_SETUP)
+
+    def lock_evidence(self, conn: Connection) -> None:
+        conn.execute(_LOCK_EVIDENCE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,5 @@
-"""The SQL schema: the append-only event table, the per-thread projection table, and the
-wake-ups the sweep still owes.
+"""The SQL schema: the append-only event table, the per-thread projection table, the
+wake-ups the sweep still owes, and the evidence kept beside them (archives, checkpoints).
 
 The migrations in ``migrations/`` create exactly this (``alembic check`` in the test
 suite proves there is no drift). The database keeps the promises:
@@ -8,7 +8,10 @@ suite proves there is no drift). The database keeps the promises:
 - ``uq_symfonic_events_one_mint``: one ``interrupt.minted`` per (thread, interrupt) (I4);
 - ``uq_symfonic_events_one_ending``: one terminal event per (thread, interrupt) (I3);
 - triggers refuse ``UPDATE``, ``DELETE`` (and on PostgreSQL ``TRUNCATE``) (I1);
-- the primary key of ``symfonic_wakeups``: at most one owed wake-up per interrupt.
+- the primary key of ``symfonic_wakeups``: at most one owed wake-up per interrupt;
+- ``symfonic_checkpoints.seq``: two checkpoints never both follow the same one (a fork);
+- on PostgreSQL, archived events leave only through ``symfonic_archive_remove``, a
+  ``SECURITY DEFINER`` function of the tables' owner (SPEC §10).
 """
 
 from __future__ import annotations
@@ -24,6 +27,11 @@ THREADS_TABLE = "symfonic_threads"
 OPEN_INTERRUPTS_TABLE = "symfonic_open_interrupts"
 CLAIMS_TABLE = "symfonic_claims"
 WAKEUPS_TABLE = "symfonic_wakeups"
+ARCHIVES_TABLE = "symfonic_archives"
+ARCHIVED_THREADS_TABLE = "symfonic_archived_threads"
+CHECKPOINTS_TABLE = "symfonic_checkpoints"
+CHECKPOINT_HEADS_TABLE = "symfonic_checkpoint_heads"
+CHECKPOINT_BUCKETS_TABLE = "symfonic_checkpoint_buckets"
 VERSION_TABLE = "symfonic_store_alembic_version"
 """Alembic's bookkeeping table, named apart so the store can share a database with an
 application that has Alembic migrations of its own."""
@@ -132,6 +140,10 @@ threads = sa.Table(
     sa.Column("pending_run_id", sa.Text(), nullable=True),
     sa.Column("pending_minted_at", sa.Float(), nullable=True),
     sa.Column("pending_since", sa.Float(), nullable=True),
+    # Versions 1..archived_version of the thread were moved into an archive (SPEC §10):
+    # the head stays here, so a later event chains on from it; NULL for a thread whose
+    # events are all in the table. The append path never writes it.
+    sa.Column("archived_version", sa.Integer(), nullable=True),
     sa.Index(
         "ix_symfonic_threads_pending_since",
         "pending_since",
@@ -195,7 +207,91 @@ wakeups = sa.Table(
     sa.Column("claimed_until", sa.Float(), nullable=True),
 )
 
-# --- append-only triggers (I1), used by the migrations ----------------------------
+# --- evidence: archives and signed checkpoints (SPEC §10) ----------------------------
+
+# One row per archive whose threads were removed from the event table: the signed
+# manifest that was written and verified before the removal (services/archive.py).
+archives = sa.Table(
+    ARCHIVES_TABLE,
+    metadata,
+    sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
+    sa.Column("root", sa.String(64), nullable=False),
+    sa.Column("before", UTCDateTime(), nullable=False),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.Column("threads", sa.Integer(), nullable=False),
+    sa.Column("events", sa.BigInteger(), nullable=False),
+    sa.Column("key_id", sa.String(64), nullable=True),
+    sa.Column("manifest", sa.JSON(), nullable=False),
+    sa.UniqueConstraint("root", name="uq_symfonic_archives_root"),
+)
+
+# One row per (thread, archived head): versions first_version..version of the thread left
+# the event table in archive ``archive_id``. The latest row of a thread is the base its
+# later events chain on from; the rebuild and verify start there.
+archived_threads = sa.Table(
+    ARCHIVED_THREADS_TABLE,
+    metadata,
+    sa.Column("thread_id", sa.String(255), primary_key=True),
+    sa.Column("version", sa.Integer(), primary_key=True, autoincrement=False),
+    sa.Column(
+        "archive_id",
+        sa.Integer(),
+        sa.ForeignKey(f"{ARCHIVES_TABLE}.id", name="fk_symfonic_archived_threads_archive"),
+        nullable=False,
+    ),
+    sa.Column("first_version", sa.Integer(), nullable=False),
+    sa.Column("position", sa.BigInteger(), nullable=False),
+    sa.Column("last_hash", sa.String(64), nullable=False),
+    sa.Column("run_id", sa.Text(), nullable=True),
+    sa.Index("ix_symfonic_archived_threads_archive", "archive_id"),
+)
+
+# Every signed checkpoint taken (services/evidence.py), in order: ``seq`` is the previous
+# one's plus one, so two checkpoints racing from the same previous one cannot both commit.
+checkpoints = sa.Table(
+    CHECKPOINTS_TABLE,
+    metadata,
+    sa.Column("seq", sa.Integer(), primary_key=True, autoincrement=False),
+    sa.Column("id", sa.String(64), nullable=False),
+    sa.Column("position", sa.BigInteger(), nullable=False),
+    sa.Column("root", sa.String(64), nullable=False),
+    sa.Column("previous_id", sa.String(64), nullable=True),
+    sa.Column("key_id", sa.String(64), nullable=False),
+    sa.Column("taken_at", UTCDateTime(), nullable=False),
+    sa.Column("archives", sa.Integer(), nullable=False),
+    sa.Column("statement", sa.JSON(), nullable=False),
+    sa.Column("heads", sa.JSON(), nullable=False),
+    sa.UniqueConstraint("id", name="uq_symfonic_checkpoints_id"),
+)
+
+# The per-thread heads of the latest checkpoint, grouped into buckets by a hash of the
+# thread id: the next checkpoint recomputes only the buckets of the threads that changed.
+checkpoint_heads = sa.Table(
+    CHECKPOINT_HEADS_TABLE,
+    metadata,
+    sa.Column("thread_id", sa.String(255), primary_key=True),
+    sa.Column("bucket", sa.Integer(), nullable=False),
+    sa.Column("version", sa.Integer(), nullable=False),
+    sa.Column("position", sa.BigInteger(), nullable=False),
+    sa.Column("last_hash", sa.String(64), nullable=False),
+    sa.Column("digest", sa.String(64), nullable=False),
+    sa.Column("base", sa.Integer(), nullable=False),
+    sa.Column("leaf_hash", sa.String(64), nullable=False),
+    sa.Index("ix_symfonic_checkpoint_heads_bucket", "bucket"),
+)
+checkpoint_buckets = sa.Table(
+    CHECKPOINT_BUCKETS_TABLE,
+    metadata,
+    sa.Column("bucket", sa.Integer(), primary_key=True, autoincrement=False),
+    sa.Column("digest", sa.String(64), nullable=False),
+    sa.Column("threads", sa.Integer(), nullable=False),
+)
+
+# --- append-only triggers (I1) ---------------------------------------------------
+#
+# The migrations hold their own frozen copies; these are what `verify` compares the
+# catalog with (services/verify.py), and what the SQLite archive recreates in the
+# transaction that removes archived events (db/guards.py).
 
 SQLITE_APPEND_ONLY_TRIGGERS = (
     """
@@ -238,3 +334,30 @@ POSTGRES_DROP_TRIGGERS = (
     "DROP TRIGGER IF EXISTS symfonic_events_no_update_delete ON symfonic_events",
     "DROP FUNCTION IF EXISTS symfonic_events_append_only()",
 )
+
+POSTGRES_APPEND_ONLY_FUNCTION = """
+CREATE OR REPLACE FUNCTION symfonic_events_append_only() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    -- symfonic_archive_remove() (SECURITY DEFINER, the tables' owner) turns this on for
+    -- its own DELETE; a role that is not the owner cannot pass, whatever it sets.
+    IF TG_OP = 'DELETE'
+       AND current_setting('symfonic.archive_removal', true) = 'on'
+       AND current_user = (SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = TG_RELID)
+    THEN
+        RETURN OLD;
+    END IF;
+    RAISE EXCEPTION 'symfonic_events is append-only: % is not allowed', TG_OP
+        USING ERRCODE = 'restrict_violation';
+END
+$$
+"""
+"""The trigger function since ``0009_archive``: still refuses every UPDATE, DELETE and
+TRUNCATE, except the archive's own removal (``symfonic_archive_remove``)."""
+
+POSTGRES_APPEND_ONLY_TRIGGER_NAMES = (
+    "symfonic_events_no_update_delete",
+    "symfonic_events_no_truncate",
+)
+SQLITE_APPEND_ONLY_TRIGGER_NAMES = ("symfonic_events_no_update", "symfonic_events_no_delete")
+ARCHIVE_REMOVE_FUNCTION = "symfonic_archive_remove"

@@ -13,6 +13,7 @@ from ..db.statements import (
     insert_threads,
     open_native_mints_query,
     projection_rows_query,
+    restore_archived_rows,
     stream_events,
     unreachable_heads,
 )
@@ -56,6 +57,10 @@ def rebuild(conn: Connection, *, progress: Progress | None = None, force: bool =
     Unless ``force``, first refuses (:func:`refuse_unreachable_heads`) when a projection
     head is one the events no longer reach.
 
+    An archived thread's head comes back from its archive record, with the events after
+    it folded on top (the projection's ``run_id`` is the archived one until a later event
+    names another).
+
     The fold is done set-wise by the database (:func:`projection_rows_query`: the last
     hash, the latest run id and the still-open mint of each thread), which gives the
     same rows as :func:`~symfonic_store.projection.fold` five times faster than
@@ -88,6 +93,9 @@ def rebuild(conn: Connection, *, progress: Progress | None = None, force: bool =
     finally:
         result.close()
     insert_threads(conn, batch)
+    # Archived threads (SPEC §10): their heads are not in the events, but in the archive
+    # records; a thread's later events were folded on top of its archived head.
+    restore_archived_rows(conn)
     if progress is not None:
         progress(folded)
     return folded

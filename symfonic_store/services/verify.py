@@ -5,6 +5,14 @@ covers its content and the previous link. It cannot show events removed from the
 of a thread (what is left is still a valid chain). The projection row of each thread
 keeps the head it last wrote -- ``version`` and ``last_hash`` -- in the same transaction
 as the event (I6), so a head the events no longer reach is that removal's trace.
+
+A thread archived by ``archive`` (SPEC §10) keeps its head with ``archived_version``: its
+chain starts again after that version, from the hash its archive record holds, and a
+head with no events is the archived head, not a removal, when that record matches it.
+
+Neither check stops someone who re-forges the chain and the head together; the signed
+checkpoints do (services/evidence.py). ``verify`` also reports append-only triggers that
+are missing, disabled or replaced (db/guards.py): while they are off, anything goes.
 """
 
 from __future__ import annotations
@@ -14,7 +22,14 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Connection
 
-from ..db.statements import all_events_by_thread_query, projection_heads_query, stream_events
+from ..db.guards import guard_problems
+from ..db.statements import (
+    all_events_by_thread_query,
+    archived_bases_for_live_events,
+    projection_heads_query,
+    stream_events,
+    unmarked_archive_records,
+)
 from ..events import GENESIS_HASH, StoredEvent, stored_hash_is_valid
 
 CHAIN = "chain"
@@ -67,6 +82,10 @@ class Head:
     """The thread's last event; None (with its hash and position) when it has none."""
     event_hash: str | None
     event_position: int | None
+    archived_version: int | None = None
+    """The projection row's ``archived_version`` (SPEC §10), if any."""
+    archived_hash: str | None = None
+    """The hash the archive record of that version holds (None without a record)."""
 
 
 @dataclass(slots=True)
@@ -77,36 +96,41 @@ class VerifyReport:
     threads_checked: int = 0
     events_checked: int = 0
     broken: list[BrokenLink] = field(default_factory=list)
+    guards: list[str] = field(default_factory=list)
+    """What is wrong with the append-only triggers (missing, disabled, replaced)."""
 
     @property
     def ok(self) -> bool:
-        return not self.broken
+        return not self.broken and not self.guards
 
     def __bool__(self) -> bool:
         return self.ok
 
     def __str__(self) -> str:
-        head = (
-            f"verified {self.events_checked} event(s) on {self.threads_checked} thread(s): "
-            + (
-                "all hash chains hold and every projection head matches its last event"
-                if self.ok
-                else f"{len(self.broken)} thread(s) with a problem"
-            )
-        )
-        return "\n".join([head, *(str(b) for b in self.broken)])
+        if not self.broken:
+            verdict = "all hash chains hold and every projection head matches its last event"
+        else:
+            verdict = f"{len(self.broken)} thread(s) with a problem"
+        head = f"verified {self.events_checked} event(s) on {self.threads_checked} thread(s): {verdict}"
+        return "\n".join([head, *(str(b) for b in self.broken), *self.guards])
 
 
-def verify_events(events: Iterable[StoredEvent]) -> VerifyReport:
-    """Check the hash chains of events given in (thread_id, version) order."""
+def verify_events(
+    events: Iterable[StoredEvent], bases: dict[str, tuple[int, str]] | None = None
+) -> VerifyReport:
+    """Check the hash chains of events given in (thread_id, version) order; a thread in
+    ``bases`` (archived up to a version, with that version's hash) starts after it."""
     report = VerifyReport()
+    bases = bases or {}
     thread: str | None = None
     expected_version = 1
     prev_hash = GENESIS_HASH
     broken = False
     for event in events:
         if event.thread_id != thread:
-            thread, expected_version, prev_hash, broken = event.thread_id, 1, GENESIS_HASH, False
+            thread, broken = event.thread_id, False
+            version, prev_hash = bases.get(thread, (0, GENESIS_HASH))
+            expected_version = version + 1
             report.threads_checked += 1
         report.events_checked += 1
         if broken:
@@ -130,6 +154,22 @@ def head_problem(head: Head) -> BrokenLink | None:
     pv, ev = head.version, head.event_version
     if pv is None and ev is None:
         return None
+    if head.archived_version is not None:
+        if head.archived_hash is None:
+            return BrokenLink(
+                head.thread_id, head.archived_version, head.event_position,
+                f"the projection marks versions up to {head.archived_version} as archived, but "
+                "no archive record holds that head: it was altered (or the record removed)",
+                HEAD,
+            )
+        if ev is None and pv == head.archived_version:
+            if head.last_hash == head.archived_hash:
+                return None  # the archived head, and nothing after it
+            return BrokenLink(
+                head.thread_id, pv, None,
+                "the projection's last hash is not the archived head's: the projection was altered",
+                HEAD,
+            )
     if ev is None:
         problem = (
             f"the projection holds a head at version {pv} but the thread has no events: "
@@ -190,7 +230,25 @@ def check_heads(report: VerifyReport, heads: Iterable[Head], *, thread_id: str |
 
 
 def verify(conn: Connection, *, thread_id: str | None) -> VerifyReport:
-    """The chains (one streamed pass over the events), then the heads (one statement)."""
-    report = verify_events(stream_events(conn, all_events_by_thread_query(thread_id)))
+    """The chains (one streamed pass over the events), then the heads (one statement),
+    then the append-only triggers."""
+    bases = archived_bases_for_live_events(conn, thread_id)
+    report = verify_events(stream_events(conn, all_events_by_thread_query(thread_id)), bases)
     heads = (Head(*row) for row in conn.execute(projection_heads_query(thread_id)))
-    return check_heads(report, heads, thread_id=thread_id)
+    check_heads(report, heads, thread_id=thread_id)
+    broken = {b.thread_id for b in report.broken}
+    for t, version, marked in unmarked_archive_records(conn, thread_id):
+        if t in broken:
+            continue
+        state = "has no projection row" if marked is None else f"is marked archived up to version {marked}"
+        report.broken.append(
+            BrokenLink(
+                t, version, None,
+                f"the archive records hold its head at version {version}, but the thread {state}: "
+                "the projection was altered, and a later event would not chain on from the archived head",
+                HEAD,
+            )
+        )
+    report.broken.sort(key=lambda b: b.thread_id)
+    report.guards = guard_problems(conn)
+    return report

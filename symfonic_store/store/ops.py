@@ -22,16 +22,19 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import os
 import time
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from sqlalchemy.engine import Connection
 
 from .. import validation
+from ..append import Refusal, utc_now
 from ..db.statements import (
     claim_rows,
     events_after_query,
@@ -43,12 +46,23 @@ from ..db.statements import (
     stale_claims,
     thread_events_query,
 )
-from ..errors import InvalidInputError, SweepIncompleteError, SymfonicStoreError
+from ..errors import (
+    ConcurrencyConflictError,
+    DatabaseError,
+    EvidenceError,
+    InvalidInputError,
+    SweepIncompleteError,
+    SymfonicStoreError,
+)
 from ..events import REJECTION_WHYS, StoredEvent
 from ..native import MARKER_SOURCE, NATIVE_SOURCE
 from ..projection import ThreadState
 from ..protocol import PENDING_KEY, interrupt_pending_is_current, normalize_response
+from ..services import archive as archiving
+from ..services import evidence
+from ..services.archive import ArchiveResult
 from ..services.audit import AuditRecord, audit
+from ..services.evidence import Checkpoint, CheckpointProblem, CheckpointReport
 from ..services.rebuild import Progress, rebuild
 from ..services.replay import Replay
 from ..services.sweep import (
@@ -936,6 +950,182 @@ class Operations:
         t = validation.text_id(thread_id, "thread_id", optional=True)
         report: VerifyReport = yield Op(partial(verify, thread_id=t), write=False)
         return report
+
+
+    # --- evidence (SPEC §10) ----------------------------------------------------
+
+    def checkpoint(
+        self,
+        private_key: Any,
+        *,
+        previous: Any = None,
+        full: bool = False,
+    ) -> Plan[Checkpoint]:
+        """Take and sign a checkpoint of the whole log up to its current position.
+
+        ``private_key`` is an Ed25519 private key, its PEM (bytes) or the path of its PEM
+        file (``symfonic-store keygen`` makes one). The checkpoint follows the latest one
+        the store recorded; ``previous`` (a checkpoint, its file or its JSON) pins which
+        one that must be. ``full`` recomputes every thread's head from the log instead of
+        the threads changed since the previous checkpoint (a new start after a refusal).
+        Keep the returned document outside the database (``checkpoint.to_json()``).
+
+        Raises:
+            EvidenceError: the log no longer extends the latest checkpoint, the state kept
+                for it was altered, or ``previous`` is not the latest; nothing is signed.
+            InvalidInputError: not an Ed25519 private key, or a bad ``previous``.
+        """
+        key = evidence.load_private_key(private_key)
+        pinned = None if previous is None else checkpoint_arg(previous, "previous")
+        if not isinstance(full, bool):
+            raise InvalidInputError("full", "must be True or False")
+        taken: Checkpoint = yield Op(
+            partial(evidence.take, key=key, previous=pinned, full=full, now=utc_now()), write=True
+        )
+        return taken
+
+    def verify_checkpoint(
+        self,
+        checkpoint: Any,
+        *,
+        public_keys: Sequence[Any],
+        archives: Sequence[Any] = (),
+        thread_id: str | None = None,
+        chain: Sequence[Any] = (),
+    ) -> Plan[CheckpointReport]:
+        """Check that the log still holds, unchanged, everything ``checkpoint`` committed to.
+
+        ``public_keys``: the keys that may have signed it (several when keys rotated).
+        ``archives``: archive files holding threads removed since the checkpoint was
+        taken. ``chain``: earlier checkpoints (or files), used to name what differs when
+        the store's own record of them is gone. Events appended after the checkpoint are
+        not flagged; one pass reads the events it covers (``thread_id``: that thread's).
+
+        Raises:
+            EvidenceError: ``checkpoint`` is not a checkpoint document.
+            InvalidInputError: no public key, or one that is not an Ed25519 public key.
+        """
+        cp = checkpoint_arg(checkpoint, "checkpoint")
+        if isinstance(public_keys, str | bytes) or not public_keys:
+            raise InvalidInputError("public_keys", "must list at least one public key")
+        keys = evidence.keys_by_id(public_keys)
+        t = validation.text_id(thread_id, "thread_id", optional=True)
+        known = {c.id: c for c in (checkpoint_arg(c, "chain") for c in chain)}
+        read: list[archiving.Archive] = []
+        failed = CheckpointReport(cp, thread_id=t)
+        for source in archives:
+            check = archiving.verify_archive(_path(source, "archives"), keys if _signed_by_given(source, keys) else None)
+            if check.ok and check.archive is not None:
+                read.append(check.archive)
+            else:
+                failed.problems.extend(CheckpointProblem(None, None, f"archive {str(check.path)!r}: {p}") for p in check.problems)
+        if failed.problems:
+            return failed
+        report: CheckpointReport = yield Op(
+            partial(
+                evidence.verify_checkpoint,
+                checkpoint=cp,
+                keys=keys,
+                archives=read,
+                known=known,
+                thread_id=t,
+            ),
+            write=False,
+        )
+        return report
+
+    def archive(
+        self, before: datetime | str, out: str | os.PathLike[str], *, key: Any = None
+    ) -> Plan[ArchiveResult]:
+        """Move whole finished threads whose last event is before ``before`` into an archive.
+
+        Writes a JSON Lines archive to ``out`` (gzip when it ends in ``.gz``; never over an
+        existing file) with a manifest signed by ``key`` (optional), reads it back and
+        verifies it, then removes those threads' events in one transaction. Each thread's
+        projection head stays, marked archived, so a later event chains on from it;
+        ``verify`` keeps passing, and older checkpoints do with ``archives=[out]``.
+
+        Raises:
+            InvalidInputError: a bad time, path or key, or ``out`` exists.
+            EvidenceError: a thread's chain does not hold, or the written archive does not
+                verify; nothing is removed (and the file is deleted).
+            ConcurrencyConflictError: a thread changed meanwhile; nothing is removed.
+        """
+        moment = validation.moment(before, "before")
+        if moment is None:
+            raise InvalidInputError("before", "is required (an ISO 8601 time)")
+        path = _path(out, "out")
+        if path.exists():
+            raise InvalidInputError("out", f"{str(path)!r} exists: an archive is never overwritten")
+        signer = None if key is None else evidence.load_private_key(key)
+        now = utc_now()
+        found: list[tuple[str, int, str]] = yield Op(partial(archiving.candidates, before=moment), write=False)
+        result = ArchiveResult(path=None, before=moment)
+        if not found:
+            return result
+        written: archiving.Archive = yield Op(
+            partial(archiving.write, path=path, threads=found, before=moment, now=now, key=signer),
+            write=False,
+        )
+        keys = None if signer is None else {evidence.key_id(signer.public_key()): signer.public_key()}
+        check = archiving.verify_archive(path, keys)
+        if not check.ok or check.archive is None or check.archive.root != written.root:
+            path.unlink(missing_ok=True)
+            raise EvidenceError(f"the archive did not verify after writing, so nothing was removed: {check}")
+        try:
+            removed: int = yield Op(partial(_remove_archived, archive=check.archive, now=now), write=True)
+        except SymfonicStoreError as exc:
+            if not (isinstance(exc, DatabaseError) and exc.outcome_unknown):
+                path.unlink(missing_ok=True)  # nothing was removed: the file archives nothing
+            raise
+        return ArchiveResult(
+            path=path,
+            before=moment,
+            threads=sorted(check.archive.heads),
+            events=check.events,
+            removed=removed,
+            root=check.archive.root,
+            signed=signer is not None,
+        )
+
+
+def checkpoint_arg(value: Any, field: str) -> Checkpoint:
+    """A checkpoint given as itself, its JSON object or text, or the path of its file."""
+    if isinstance(value, Checkpoint):
+        return value
+    if isinstance(value, Mapping):
+        return evidence.parse_checkpoint(value)
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        return evidence.parse_checkpoint(value)
+    path = _path(value, field)
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise InvalidInputError(field, f"cannot read {str(path)!r}: {exc.strerror}") from None
+    return evidence.parse_checkpoint(text, what=f"checkpoint file {str(path)!r}")
+
+
+def _path(value: Any, field: str) -> Path:
+    if isinstance(value, str | os.PathLike) and str(value):
+        return Path(value)
+    raise InvalidInputError(field, f"must be a path, got {type(value).__name__}")
+
+
+def _signed_by_given(source: Any, keys: Mapping[str, Any]) -> bool:
+    """Check an archive's signature only when one of the given keys made it: otherwise the
+    checkpoint alone vouches for its content (an archive may be made without a key)."""
+    try:
+        return archiving.read_archive(_path(source, "archives")).key_id in keys
+    except EvidenceError:
+        return False
+
+
+def _remove_archived(conn: Connection, *, archive: archiving.Archive, now: datetime) -> int | Refusal:
+    try:
+        return archiving.remove(conn, archive=archive, now=now)
+    except ConcurrencyConflictError as exc:
+        # A thread changed since it was written: trying again cannot make the file match.
+        return Refusal(exc)
 
 
 class Integrations:

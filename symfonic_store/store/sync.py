@@ -224,3 +224,6 @@ class InterruptStore(Integrations):
     replay = _Stream(Operations.replay)
     audit = _Operation(Operations.audit)
     verify = _Operation(Operations.verify)
+    checkpoint = _Operation(Operations.checkpoint)
+    verify_checkpoint = _Operation(Operations.verify_checkpoint)
+    archive = _Operation(Operations.archive)

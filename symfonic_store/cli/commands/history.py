@@ -1,4 +1,4 @@
-"""``audit``, ``replay``, ``verify``, ``projection rebuild``: what happened, and proof of it."""
+"""``audit``, ``replay``, ``projection rebuild``: what happened (``verify`` is in evidence.py)."""
 
 from __future__ import annotations
 
@@ -110,22 +110,6 @@ def replay(
         return
     replay_table(thread, steps)
 
-
-
-# --- verify -------------------------------------------------------------------------
-
-
-@app.command()
-def verify(
-    ctx: typer.Context,
-    thread: Annotated[str | None, typer.Option("--thread", metavar="T", help="Only this thread.")] = None,
-) -> None:
-    """Check the hash chains and each thread's projection head; exit 1 on a problem."""
-    with get_session(ctx).store() as store:
-        report = store.verify(thread)
-    say(str(report))
-    if not report.ok:
-        raise Problem(f"{len(report.broken)} thread(s) fail verification; first: {report.broken[0]}")
 
 
 # --- projection ---------------------------------------------------------------------

@@ -1,0 +1,208 @@
+"""``verify``, ``keygen``, ``checkpoint``, ``archive``, ``verify-archive``: evidence that
+survives a database administrator (SPEC §10; docs/evidence.md).
+
+Checkpoints and archives are files the database never holds on its own: these commands
+write them exclusively (never over an existing file) and read them back to check.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ...errors import InvalidInputError
+from ..app import Problem, app, flag, get_session, moment
+from ..render import emit, say
+
+KeyOption = Annotated[
+    Path,
+    typer.Option("--key", metavar="KEY", help="The Ed25519 private key (PEM) from keygen.", show_default=False),
+]
+PublicKeys = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--public-key",
+        metavar="KEY.pub",
+        help="A public key that may have signed (repeat it for rotated keys).",
+        show_default=False,
+    ),
+]
+
+
+@app.command()
+def verify(
+    ctx: typer.Context,
+    thread: Annotated[str | None, typer.Option("--thread", metavar="T", help="Only this thread.")] = None,
+    checkpoints: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--checkpoint",
+            metavar="FILE",
+            help="Also prove the log still holds what this signed checkpoint committed to "
+            "(repeatable: earlier ones also help name what changed).",
+            show_default=False,
+        ),
+    ] = None,
+    public_keys: PublicKeys = None,
+    archives: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--archive",
+            metavar="FILE",
+            help="An archive holding threads moved out since the checkpoint (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Check the hash chains, each thread's projection head and the append-only triggers;
+    with --checkpoint, the log against signed checkpoints. Exit 1 on a problem."""
+    files = list(checkpoints or [])
+    keys = list(public_keys or [])
+    if files and not keys:
+        raise InvalidInputError("--public-key", "is required with --checkpoint")
+    if (keys or archives) and not files:
+        raise InvalidInputError("--checkpoint", "is required with --public-key and --archive")
+    with get_session(ctx).store() as store:
+        report = store.verify(thread)
+        checked = [
+            store.verify_checkpoint(
+                f, public_keys=keys, archives=list(archives or []), thread_id=thread,
+                chain=[c for c in files if c != f],
+            )
+            for f in files
+        ]
+    say(str(report))
+    for file, result in zip(files, checked, strict=True):
+        result.source = f"checkpoint {str(file)!r}"
+        say(str(result))
+    failed = [(f, r) for f, r in zip(files, checked, strict=True) if not r.ok]
+    if failed:
+        file, result = failed[0]
+        raise Problem(f"the log does not hold what checkpoint {str(file)!r} committed to; first: {result.first}")
+    if not report.ok:
+        first = report.broken[0] if report.broken else report.guards[0]
+        problems = len(report.broken) + len(report.guards)
+        raise Problem(f"{problems} problem(s) found; first: {first}")
+
+
+@app.command()
+def keygen(
+    out: Annotated[
+        Path,
+        typer.Option("--out", metavar="KEY", help="Where to write the private key (KEY.pub: the public one).", show_default=False),
+    ],
+) -> None:
+    """Make an Ed25519 key pair for checkpoints and archives (never over an existing key)."""
+    from ...services.evidence import generate_key, key_id, load_public_key
+
+    private, public = generate_key(out)
+    say(
+        f"wrote the private key {str(private)!r} (mode 0600: keep it off the database host) and "
+        f"the public key {str(public)!r} (key id {key_id(load_public_key(public))})"
+    )
+
+
+def _write_new(path: Path, text: str) -> None:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        raise InvalidInputError("--out", f"{str(path)!r} exists: a checkpoint file is never overwritten") from None
+    except OSError as exc:
+        raise InvalidInputError("--out", f"cannot create {str(path)!r}: {exc.strerror}") from None
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+@app.command()
+def checkpoint(
+    ctx: typer.Context,
+    key: KeyOption,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            metavar="FILE|DIR",
+            help="Write the checkpoint here (a folder: a new file named by time and position); "
+            "else to stdout.",
+            show_default=False,
+        ),
+    ] = None,
+    previous: Annotated[
+        Path | None,
+        typer.Option(
+            "--previous",
+            metavar="FILE",
+            help="Refuse unless this is the latest checkpoint the store recorded.",
+            show_default=False,
+        ),
+    ] = None,
+    full: Annotated[
+        bool,
+        typer.Option("--full", help="Recompute every thread's head from the log (a new start after a refusal)."),
+    ] = False,
+) -> None:
+    """Sign a checkpoint of the whole log up to its current position (from cron)."""
+    if out is not None and out.exists() and not out.is_dir():
+        # Checked before signing: a checkpoint the store records but nobody keeps would
+        # make the next `--previous` run refuse.
+        raise InvalidInputError("--out", f"{str(out)!r} exists: a checkpoint file is never overwritten")
+    with get_session(ctx).store() as store:
+        taken = store.checkpoint(key, previous=previous, full=full)
+    text = taken.to_json()
+    if out is None:
+        emit(text)
+        return
+    target = out
+    if out.is_dir():
+        moment_ = datetime.fromisoformat(taken.taken_at)
+        target = out / f"checkpoint-{moment_:%Y%m%dT%H%M%S%fZ}-{taken.position}.json"
+    _write_new(target, text)
+    say(f"wrote {str(target)!r}: {taken}")
+
+
+@app.command()
+def archive(
+    ctx: typer.Context,
+    before: Annotated[
+        datetime,
+        typer.Option(
+            "--before",
+            metavar="ISO",
+            help="Archive whole finished threads whose last event is before this time (no offset: UTC).",
+            parser=flag(moment),
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option("--out", metavar="FILE", help="The archive (JSON Lines; gzip when it ends in .gz).", show_default=False),
+    ],
+    key: Annotated[
+        Path | None,
+        typer.Option("--key", metavar="KEY", help="Sign the archive's manifest with this key.", show_default=False),
+    ] = None,
+) -> None:
+    """Move whole finished threads into a verified archive, then out of the tables."""
+    with get_session(ctx).store() as store:
+        result = store.archive(before, out, key=key)
+    say(str(result))
+
+
+@app.command("verify-archive")
+def verify_archive(
+    file: Annotated[Path, typer.Argument(metavar="FILE", show_default=False)],
+    public_keys: PublicKeys = None,
+) -> None:
+    """Check an archive offline: its chains, its manifest and (with --public-key) its signature."""
+    from ...services.archive import verify_archive as check_archive
+    from ...services.evidence import keys_by_id
+
+    keys = keys_by_id(public_keys or [])
+    check = check_archive(file, keys or None)
+    say(str(check))
+    if not check.ok:
+        raise Problem(f"the archive {str(file)!r} does not verify; first: {check.problems[0]}")

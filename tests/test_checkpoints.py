@@ -1,0 +1,481 @@
+"""Signed checkpoints against an attacker with full database rights (SPEC §10).
+
+Each attack is played with plain SQL (tests/attacker.py): triggers dropped or disabled,
+hashes recomputed with the store's own ``event_hash``, projection rows fixed up. Where
+the database's own checks are fooled, the test shows it (``verify()`` passes), then
+shows that a checkpoint taken before the attack is not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from attacker import (
+    EVENTS,
+    delete_tail,
+    delete_thread,
+    disable_triggers,
+    insert_event,
+    reforge,
+    swap_positions,
+)
+from cli_helpers import assert_clean_error, run_cli
+
+from symfonic_store import (
+    AsyncInterruptStore,
+    EvidenceError,
+    InterruptStore,
+    InvalidInputError,
+    StoredEvent,
+    build_interrupt_marker,
+)
+from symfonic_store.services.evidence import (
+    Checkpoint,
+    generate_key,
+    key_id,
+    load_private_key,
+    load_public_key,
+    parse_checkpoint,
+)
+
+IID = "i-refund000001"
+
+
+def refund(store: InterruptStore, thread_id: str, *, actor: str = "alice", approved: bool = True) -> None:
+    """A refund decided by ``actor``: five events, the answer at version 4."""
+    store.record_route(thread_id, "continue", run_id="r1")
+    store.mint(thread_id, build_interrupt_marker(
+        name="approval_required", interrupt_id=IID, payload={"amount": 420}, run_id="r1"))
+    store.record_route(thread_id, "interrupt", run_id="r1")
+    store.resume(thread_id, IID, {"approved": approved}, actor=actor)
+    store.record_route(thread_id, "continue", run_id="r1")
+
+
+@pytest.fixture
+def key(tmp_path: Path) -> Path:
+    private, _ = generate_key(tmp_path / "signing")
+    return private
+
+
+@pytest.fixture
+def pub(key: Path) -> Path:
+    return key.with_name(key.name + ".pub")
+
+
+@pytest.fixture
+def signed(store: InterruptStore, key: Path) -> tuple[InterruptStore, Checkpoint]:
+    """Three threads (bob rejected ``t-bob``) and a checkpoint of them."""
+    refund(store, "t-alice")
+    refund(store, "t-bob", actor="bob", approved=False)
+    refund(store, "t-other")
+    return store, store.checkpoint(key)
+
+
+def check(store: InterruptStore, checkpoint: Checkpoint, pub: Path, **kw: object):  # type: ignore[no-untyped-def]
+    return store.verify_checkpoint(checkpoint, public_keys=[pub], **kw)
+
+
+# --- what a checkpoint is -----------------------------------------------------------------
+
+
+def test_a_checkpoint_commits_to_the_log_and_later_appends_are_not_flagged(
+    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path
+) -> None:
+    """A fresh checkpoint verifies; events appended afterwards (new threads, old threads) leave it verifying, and the next checkpoint lists only what changed."""
+    store, first = signed
+    doc = first.document
+    assert doc["position"] == store.events()[-1].position == 15
+    assert doc["previous"] is None and doc["threads"] == 3
+    assert doc["key_id"] == key_id(load_public_key(pub))
+    assert {h[0] for h in doc["heads"]} == {"t-alice", "t-bob", "t-other"}
+    assert check(store, first, pub).ok
+
+    store.record_route("t-alice", "finish", run_id="r2")
+    refund(store, "t-new")
+    assert check(store, first, pub).ok
+    second = store.checkpoint(key)
+    assert second.document["previous"] == {"position": 15, "root": first.root, "id": first.id}
+    assert sorted(h[0] for h in second.document["heads"]) == ["t-alice", "t-new"]
+    assert second.document["threads"] == 4
+    assert check(store, second, pub).ok and check(store, first, pub).ok
+
+
+def test_a_careless_edit_is_named_by_verify_and_by_the_checkpoint(
+    signed: tuple[InterruptStore, Checkpoint], pub: Path
+) -> None:
+    """An event's data changed without recomputing its hash: both checks name the thread and the event's position."""
+    store, cp = signed
+    target = store.history("t-bob")[3]
+    disable_triggers(store)
+    with store.engine.begin() as conn:
+        conn.execute(sa.update(EVENTS).where(EVENTS.c.position == target.position)
+                     .values(data={"response": {"approved": True}}))
+    assert [(b.thread_id, b.position) for b in store.verify().broken] == [("t-bob", target.position)]
+    report = check(store, cp, pub)
+    assert (report.first.thread_id, report.first.position) == ("t-bob", target.position)  # type: ignore[union-attr]
+
+
+def test_bob_s_rejection_re_forged_as_alice_s_approval_is_caught_only_by_the_checkpoint(
+    store: InterruptStore, key: Path, pub: Path
+) -> None:
+    """The issue's attack: every hash recomputed and the head fixed, verify() passes; the checkpoints name t-bob, down to the forged event when one was taken before it."""
+    refund(store, "t-alice")
+    store.record_route("t-bob", "continue", run_id="r1")
+    store.mint("t-bob", build_interrupt_marker(
+        name="approval_required", interrupt_id=IID, payload={"amount": 420}, run_id="r1"))
+    store.record_route("t-bob", "interrupt", run_id="r1")
+    asked = store.checkpoint(key)  # t-bob waits for an answer
+    store.resume("t-bob", IID, {"approved": False}, actor="bob")
+    store.record_route("t-bob", "continue", run_id="r1")
+    answered = store.checkpoint(key)
+    first, answer = store.history("t-bob")[0], store.history("t-bob")[3]
+
+    reforge(store, "t-bob", lambda e: {"actor": "alice", "data": {"response": {"approved": True}}}
+            if e.version == 4 else None)
+    assert [(r.actor, r.response) for r in store.audit(thread_id="t-bob")] == [("alice", {"approved": True})]
+    assert store.verify().broken == []  # the chain and the head both hold: fooled
+
+    report = check(store, answered, pub)
+    assert [p.thread_id for p in report.problems] == ["t-bob"]
+    # The earlier checkpoint still matches up to version 3: the forgery is at or after the answer.
+    assert report.first.position == answer.position  # type: ignore[union-attr]
+    assert "'t-bob'" in str(report) and f"position {answer.position}" in str(report)
+    assert check(store, asked, pub).ok  # it committed to nothing that changed
+
+    alone = check(store, answered, pub, thread_id="t-bob")
+    # Alone, a checkpoint knows the thread's last head only: all it can name is the thread.
+    assert [(p.thread_id, p.position) for p in alone.problems] == [("t-bob", first.position)]
+
+
+def test_a_deleted_tail_with_the_projection_rolled_back_is_caught_by_the_checkpoint(
+    signed: tuple[InterruptStore, Checkpoint], pub: Path
+) -> None:
+    """Alice's approval and what follows deleted, the projection rebuilt to match: verify() passes, the approval is pending again, and the checkpoint names t-alice."""
+    store, cp = signed
+    delete_tail(store, "t-alice", 4)
+    assert store.pending("t-alice") is not None  # approvable a second time
+    assert store.verify().broken == []
+    report = check(store, cp, pub)
+    assert [p.thread_id for p in report.problems] == ["t-alice"]
+    assert "removed" in report.problems[0].problem
+
+
+def test_a_whole_thread_removed_is_named_by_the_checkpoint(
+    signed: tuple[InterruptStore, Checkpoint], pub: Path
+) -> None:
+    """Every event of t-other and its projection row deleted: verify() has nothing to compare, the checkpoint names the thread."""
+    store, cp = signed
+    delete_thread(store, "t-other")
+    assert store.verify().broken == []
+    report = check(store, cp, pub)
+    assert [p.thread_id for p in report.problems] == ["t-other"]
+    assert "whole thread was removed" in report.problems[0].problem
+
+
+def test_an_event_inserted_below_the_position_is_named(
+    signed: tuple[InterruptStore, Checkpoint], pub: Path
+) -> None:
+    """A forged thread whose event sits at a position the checkpoint covers is an insertion, named with its position."""
+    store, cp = signed
+    forged = StoredEvent(
+        position=0, thread_id="t-forged", version=1, type="route.decided", interrupt_id=None,
+        run_id="r1", actor=None, data={"route": "finish", "interrupt_id": None, "reason": None},
+        occurred_at=datetime(2026, 1, 1, tzinfo=UTC), hash="",
+    )
+    insert_event(store, forged)
+    assert store.verify().broken == []
+    report = check(store, cp, pub)
+    assert [(p.thread_id, p.position) for p in report.problems] == [("t-forged", 0)]
+    assert "inserted" in report.problems[0].problem
+
+
+def test_positions_swapped_across_threads_are_named(
+    signed: tuple[InterruptStore, Checkpoint], pub: Path
+) -> None:
+    """Two threads' events exchange their global positions (hashes do not cover them): verify() passes, the checkpoint names the first thread moved."""
+    store, cp = signed
+    last_alice = store.history("t-alice")[-1].position
+    first_bob = store.history("t-bob")[0].position
+    assert first_bob == last_alice + 1
+    swap_positions(store, last_alice, first_bob)
+    assert store.verify().broken == []
+    report = check(store, cp, pub)
+    assert {p.thread_id for p in report.problems} == {"t-alice", "t-bob"}
+    # t-alice's last event moved: the checkpoint committed its position, so it is named.
+    assert (report.first.thread_id, report.first.position) == ("t-alice", last_alice)  # type: ignore[union-attr]
+
+
+# --- the checkpoint file itself ------------------------------------------------------------
+
+
+def test_an_edited_checkpoint_or_one_signed_by_another_key_fails(
+    signed: tuple[InterruptStore, Checkpoint], pub: Path, tmp_path: Path
+) -> None:
+    """A field changed by hand breaks the signature; a checkpoint re-signed with the attacker's key is refused by the owner's public key."""
+    store, cp = signed
+    edited = dict(cp.document, position=cp.position - 1)
+    report = check(store, parse_checkpoint(edited), pub)
+    assert not report.ok and "edited" in str(report)
+
+    other, other_pub = generate_key(tmp_path / "attacker")
+    forged_key = load_private_key(other)
+    forged = dict(cp.document, key_id=key_id(forged_key.public_key()))
+    from symfonic_store.services.evidence import sign
+
+    forged["signature"] = sign(Checkpoint(forged).unsigned(), forged_key)
+    report = check(store, parse_checkpoint(forged), pub)
+    assert not report.ok and "not among the given public keys" in str(report)
+    assert check(store, parse_checkpoint(forged), other_pub).ok  # it is a valid signature, of another key
+
+    with pytest.raises(EvidenceError):
+        parse_checkpoint(dict(cp.document, cursor=12))  # a newer format is refused, not ignored
+    with pytest.raises(EvidenceError, match="heads_sha256"):
+        parse_checkpoint(dict(cp.document, heads=cp.document["heads"][1:]))  # a head dropped
+    with pytest.raises(EvidenceError):
+        parse_checkpoint("{not json")
+
+
+# --- taking one ----------------------------------------------------------------------------
+
+
+def test_taking_a_checkpoint_refuses_a_log_that_no_longer_extends_the_last_one(
+    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path
+) -> None:
+    """After a re-forge, the next checkpoint refuses to sign (naming the thread); --full starts a new chain, which the old checkpoint still contradicts."""
+    store, cp = signed
+    reforge(store, "t-bob", lambda e: {"actor": "alice"} if e.version == 4 else None)
+    store.record_route("t-bob", "finish", run_id="r1")  # the next append chains on the forgery
+    with pytest.raises(EvidenceError) as refused:
+        store.checkpoint(key)
+    assert refused.value.thread_id == "t-bob"
+    assert len(store.events()) == 16
+
+    restart = store.checkpoint(key, full=True)
+    assert restart.document["full"] is True and restart.document["previous"]["id"] == cp.id
+    assert check(store, restart, pub).ok
+    assert [p.thread_id for p in check(store, cp, pub).problems] == ["t-bob"]
+
+
+def test_the_kept_checkpoint_state_altered_is_refused(
+    signed: tuple[InterruptStore, Checkpoint], key: Path
+) -> None:
+    """Editing the kept heads (to match a forged log) or the bucket hashes makes the next checkpoint refuse."""
+    store, _ = signed
+    store.record_route("t-alice", "finish", run_id="r2")
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE symfonic_checkpoint_heads SET version = version + 1 WHERE thread_id = 't-alice'")
+    with pytest.raises(EvidenceError, match="altered"):
+        store.checkpoint(key)
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE symfonic_checkpoint_heads SET version = version - 1 WHERE thread_id = 't-alice'")
+        conn.exec_driver_sql("UPDATE symfonic_checkpoint_buckets SET threads = threads + 1")
+    with pytest.raises(EvidenceError, match="altered"):
+        store.checkpoint(key)
+
+
+def test_a_stolen_key_cannot_rewrite_what_the_kept_files_committed_to(
+    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path
+) -> None:
+    """The attacker re-forges the log and signs a fresh checkpoint with the stolen key: the file kept outside still fails, and the owner's next checkpoint with --previous refuses."""
+    store, kept = signed
+    reforge(store, "t-bob", lambda e: {"actor": "alice"} if e.version == 4 else None)
+    theirs = store.checkpoint(key, full=True)
+    assert check(store, theirs, pub).ok  # valid: the key signs anything
+    assert [p.thread_id for p in check(store, kept, pub).problems] == ["t-bob"]
+    with pytest.raises(EvidenceError, match="not the previous checkpoint given"):
+        store.checkpoint(key, previous=kept)
+
+
+def test_keys_rotate_and_each_checkpoint_verifies_with_its_own(
+    signed: tuple[InterruptStore, Checkpoint], pub: Path, tmp_path: Path
+) -> None:
+    """A checkpoint signed by a new key chains on the old key's; with both public keys both verify and a forgery is still named."""
+    store, old = signed
+    new_key, new_pub = generate_key(tmp_path / "rotated")
+    store.record_route("t-alice", "finish", run_id="r2")
+    new = store.checkpoint(new_key)
+    assert new.key_id != old.key_id and new.document["previous"]["id"] == old.id
+    both = [pub, new_pub]
+    assert store.verify_checkpoint(new, public_keys=both).ok
+    assert not store.verify_checkpoint(new, public_keys=[pub]).ok
+    reforge(store, "t-other", lambda e: {"actor": "mallory"} if e.version == 4 else None)
+    report = store.verify_checkpoint(new, public_keys=both)
+    assert [p.thread_id for p in report.problems] == ["t-other"]
+
+
+def test_the_thread_is_named_from_the_files_when_the_database_lost_the_chain(
+    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path
+) -> None:
+    """With the recorded checkpoints deleted, the latest file alone still detects the change (unnamed); given the earlier file too, it names the thread."""
+    store, first = signed
+    store.record_route("t-other", "finish", run_id="r2")
+    second = store.checkpoint(key)
+    reforge(store, "t-alice", lambda e: {"actor": "mallory"} if e.version == 4 else None)
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("DELETE FROM symfonic_checkpoints")
+    alone = check(store, second, pub)
+    assert not alone.ok and alone.first.thread_id is None  # type: ignore[union-attr]
+    assert "cannot be named" in str(alone)
+    named = check(store, second, pub, chain=[first])
+    assert [p.thread_id for p in named.problems] == ["t-alice"]
+
+
+def test_verify_one_thread_against_a_checkpoint(
+    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path
+) -> None:
+    """thread_id checks that thread's events only: another thread's forgery is not reported, its own is."""
+    store, cp = signed
+    store.record_route("t-alice", "finish", run_id="r2")
+    latest = store.checkpoint(key)
+    reforge(store, "t-bob", lambda e: {"actor": "alice"} if e.version == 4 else None)
+    for c in (cp, latest):
+        only_alice = check(store, c, pub, thread_id="t-alice")
+        assert only_alice.ok and only_alice.threads_checked == 1
+        assert only_alice.events_checked == (5 if c is cp else 6)
+        assert [p.thread_id for p in check(store, c, pub, thread_id="t-bob").problems] == ["t-bob"]
+    assert check(store, cp, pub, thread_id="t-nobody").ok  # nothing committed, nothing there
+
+
+def test_concurrent_checkpoints_and_writers_never_fork_the_chain(
+    store: InterruptStore, key: Path, pub: Path
+) -> None:
+    """Checkpoints taken from two connections while two others append: each follows exactly one other, and every one of them verifies."""
+    refund(store, "t-0")
+    start = threading.Barrier(4)
+    taken: list[Checkpoint] = []
+    failures: list[BaseException] = []
+
+    def take() -> None:
+        try:
+            start.wait()
+            for _ in range(5):
+                taken.append(store.checkpoint(key))
+        except BaseException as exc:
+            failures.append(exc)
+
+    def write(thread_id: str) -> None:
+        try:
+            start.wait()
+            for _ in range(20):
+                store.record_route(thread_id, "continue", run_id="r1")
+        except BaseException as exc:
+            failures.append(exc)
+
+    workers = [threading.Thread(target=take), threading.Thread(target=take),
+               threading.Thread(target=write, args=("w-1",)), threading.Thread(target=write, args=("w-2",))]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert not failures, failures
+    previous = [c.document["previous"]["id"] for c in taken if c.document["previous"]]
+    assert len(previous) == len(set(previous)) == 9  # a single chain of ten
+    for c in taken:
+        assert check(store, c, pub).ok, str(check(store, c, pub))
+
+
+async def test_the_async_store_takes_and_verifies_checkpoints_alike(
+    astore: AsyncInterruptStore, db_url: str, key: Path, pub: Path
+) -> None:
+    """AsyncInterruptStore.checkpoint and verify_checkpoint run the same plans."""
+    sync = InterruptStore(db_url)
+    try:
+        refund(sync, "t-a")
+    finally:
+        sync.close()
+    cp = await astore.checkpoint(key)
+    assert (await astore.verify_checkpoint(cp, public_keys=[pub])).ok
+    sync = InterruptStore(db_url)
+    try:
+        reforge(sync, "t-a", lambda e: {"actor": "mallory"} if e.version == 4 else None)
+    finally:
+        sync.close()
+    report = await astore.verify_checkpoint(cp, public_keys=[pub])
+    assert [p.thread_id for p in report.problems] == ["t-a"]
+
+
+# --- the command line ---------------------------------------------------------------------
+
+
+def test_keygen_writes_a_private_key_only_its_owner_reads_and_never_overwrites(tmp_path: Path) -> None:
+    """keygen writes KEY (mode 0600) and KEY.pub as PEM; a second run on the same name exits 2 and leaves them."""
+    out = tmp_path / "ops-key"
+    done = run_cli("keygen", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o600
+    assert out.read_text().startswith("-----BEGIN PRIVATE KEY-----")
+    assert (tmp_path / "ops-key.pub").read_text().startswith("-----BEGIN PUBLIC KEY-----")
+    before = out.read_bytes()
+    again = run_cli("keygen", "--out", str(out))
+    assert "never overwrites" in assert_clean_error(again, 2)
+    assert out.read_bytes() == before
+    (tmp_path / "only-pub.pub").write_text("x")
+    assert assert_clean_error(run_cli("keygen", "--out", str(tmp_path / "only-pub")), 2)
+    assert not (tmp_path / "only-pub").exists()
+
+
+def test_checkpoint_and_verify_on_the_command_line(
+    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path, db_url: str, tmp_path: Path
+) -> None:
+    """checkpoint --out writes a file (a folder gets a new file each run); verify --checkpoint exits 0, then 1 naming the thread once the log is re-forged."""
+    store, _ = signed
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    first = run_cli("checkpoint", "--key", str(key), "--out", str(folder), db=db_url)
+    assert first.returncode == 0, first.stderr
+    store.record_route("t-alice", "finish", run_id="r2")
+    assert run_cli("checkpoint", "--key", str(key), "--out", str(folder), db=db_url).returncode == 0
+    files = sorted(folder.iterdir())
+    assert len(files) == 2
+    oldest = files[0]
+    assert json.loads(oldest.read_text())["position"] == 15
+    assert run_cli("checkpoint", "--key", str(key), "--out", str(oldest), db=db_url).returncode == 2
+
+    stdout = run_cli("checkpoint", "--key", str(key), "--previous", str(files[1]), db=db_url)
+    assert stdout.returncode == 0, stdout.stderr
+    assert parse_checkpoint(stdout.stdout).position == 16
+
+    ok = run_cli("verify", "--checkpoint", str(oldest), "--public-key", str(pub), db=db_url)
+    assert ok.returncode == 0, ok.stderr
+    assert "holds everything it committed to" in ok.stdout
+
+    first_bob = store.history("t-bob")[0]
+    reforge(store, "t-bob", lambda e: {"actor": "alice"} if e.version == 4 else None)
+    broken = run_cli("verify", "--checkpoint", str(oldest), "--public-key", str(pub), db=db_url)
+    line = assert_clean_error(broken, 1)
+    # The first event that may differ: no checkpoint saw t-bob before its answer.
+    assert "'t-bob' at position " + str(first_bob.position) in line
+
+    assert "--public-key" in assert_clean_error(run_cli("verify", "--checkpoint", str(oldest), db=db_url), 2)
+    edited = tmp_path / "edited.json"
+    edited.write_text(oldest.read_text().replace('"position": 15', '"position": 14'))
+    assert "edited" in assert_clean_error(
+        run_cli("verify", "--checkpoint", str(edited), "--public-key", str(pub), db=db_url), 1
+    )
+
+
+def test_bad_key_files_are_refused_with_exit_2(store: InterruptStore, db_url: str, tmp_path: Path) -> None:
+    """A missing key, a non-PEM file, or a public key given as the signing key: exit 2, nothing signed."""
+    junk = tmp_path / "junk"
+    junk.write_text("not a key")
+    _, public = generate_key(tmp_path / "k")
+    for path in (tmp_path / "missing", junk, public):
+        assert assert_clean_error(run_cli("checkpoint", "--key", str(path), db=db_url), 2)
+    with pytest.raises(InvalidInputError):
+        store.checkpoint(b"not a key")
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM symfonic_checkpoints").scalar_one() == 0
+
+
+def test_a_checkpoint_document_round_trips_its_id(signed: tuple[InterruptStore, Checkpoint]) -> None:
+    """The file's text parses back to the same document and id (what the next checkpoint names)."""
+    _, cp = signed
+    again = parse_checkpoint(cp.to_json())
+    assert again.document == cp.document and again.id == cp.id
