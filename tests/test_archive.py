@@ -320,6 +320,19 @@ def test_on_postgres_only_the_archive_function_removes_events_for_the_applicatio
     role = f"app_{uuid.uuid4().hex[:8]}"
     with owner.engine.begin() as conn:
         conn.exec_driver_sql(f'CREATE ROLE "{role}" NOLOGIN')
+    try:
+        _archive_as_a_role_that_is_not_the_owner(owner, postgres_schema_url, schema, role, tmp_path)
+    finally:
+        with owner.engine.begin() as conn:  # roles are the cluster's: never leave one behind
+            conn.exec_driver_sql(f'DROP OWNED BY "{role}"')
+            conn.exec_driver_sql(f'DROP ROLE "{role}"')
+        owner.close()
+
+
+def _archive_as_a_role_that_is_not_the_owner(
+    owner: InterruptStore, url: str, schema: str, role: str, tmp_path: Path
+) -> None:
+    with owner.engine.begin() as conn:
         conn.exec_driver_sql(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
         conn.exec_driver_sql(f'GRANT SELECT, INSERT ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"')
         conn.exec_driver_sql(
@@ -328,7 +341,7 @@ def test_on_postgres_only_the_archive_function_removes_events_for_the_applicatio
         )
         conn.exec_driver_sql(f'GRANT USAGE ON ALL SEQUENCES IN SCHEMA "{schema}" TO "{role}"')
         conn.exec_driver_sql(f'GRANT EXECUTE ON FUNCTION symfonic_archive_remove(jsonb) TO "{role}"')
-    app_engine = sa.create_engine(postgres_schema_url)
+    app_engine = sa.create_engine(url)
 
     @sa.event.listens_for(app_engine, "connect")
     def as_app(dbapi_connection: object, _record: object) -> None:
@@ -357,10 +370,6 @@ def test_on_postgres_only_the_archive_function_removes_events_for_the_applicatio
     with pytest.raises(sa.exc.DBAPIError) as refused, owner.engine.begin() as conn:
         conn.exec_driver_sql("DELETE FROM symfonic_events WHERE thread_id = 't-3'")
     assert refused.value.orig.sqlstate == "23001"  # type: ignore[union-attr]
-    with owner.engine.begin() as conn:
-        conn.exec_driver_sql(f'DROP OWNED BY "{role}"')
-        conn.exec_driver_sql(f'DROP ROLE "{role}"')
-    owner.close()
 
 
 def test_an_archived_head_removed_from_the_projection_or_refilled_below_it_is_caught(

@@ -58,8 +58,10 @@ def verify(
         ),
     ] = None,
 ) -> None:
-    """Check the hash chains, each thread's projection head and the append-only triggers;
-    with --checkpoint, the log against signed checkpoints. Exit 1 on a problem."""
+    """Check the hash chains, projection heads and append-only triggers; exit 1 on a problem.
+
+    With --checkpoint, also prove the log still holds what signed checkpoints committed to.
+    """
     files = list(checkpoints or [])
     keys = list(public_keys or [])
     if files and not keys:
