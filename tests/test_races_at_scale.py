@@ -310,8 +310,10 @@ def test_racing_resumes_sweeps_and_mints_keep_every_invariant(
                 assert store.state(t) == folded[t].as_state()
         assert store.verify().ok
 
-    # The race really raced: answers collided, and sweeps, resumes and the API all ended some.
+    # The race really raced: answers collided, and resumes and another path (a sweep or
+    # the API) ended some. Which of the two others wins an interrupt is up to the
+    # scheduler: on a loaded machine the resumes can leave the sweeps nothing stale.
     attempted = workers * rounds
     assert len(events) > attempted // 4, "the race did too little to prove anything"
-    assert resumes and rejections and swept and api
+    assert resumes and rejections and (swept or api)
 
