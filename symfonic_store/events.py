@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
@@ -76,6 +78,9 @@ class NewEvent:
     data: dict[str, Any]
     occurred_at: datetime
     hash: str = field(default="")
+    data_json: str = field(default="")
+    """``data`` as canonical JSON, encoded once by :func:`seal`: the hash covers exactly
+    this text, and the row stores it (on executors that take encoded JSON)."""
 
     def row(self) -> dict[str, Any]:
         return {
@@ -91,11 +96,39 @@ class NewEvent:
         }
 
 
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
+
 def canonical_json(value: Any) -> str:
     """Deterministic JSON: sorted keys, no spaces, no NaN/Infinity."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    return _CANONICAL.encode(value)
+
+
+_STAND_IN = f"\x00symfonic-encoded-{uuid.uuid4().hex}\x00"
+_STAND_IN_JSON = canonical_json(_STAND_IN)
+
+
+def canonical_json_with(data: dict[str, Any], encoded: Mapping[str, str]) -> str:
+    """``canonical_json(data)``, where the values of some top-level keys are already
+    encoded (``encoded[key]`` is ``canonical_json(data[key])``): those are spliced in,
+    not encoded again. A payload is encoded once, for its size check, its hash and its row.
+    """
+    if not encoded:
+        return canonical_json(data)
+    stand_in = dict(data)
+    for key in encoded:
+        stand_in[key] = _STAND_IN
+    parts = canonical_json(stand_in).split(_STAND_IN_JSON)
+    if len(parts) != len(encoded) + 1:  # the stand-in's text inside some other value
+        return canonical_json(data)
+    keys = sorted(encoded)  # sorted keys: the stand-ins appear in key order
+    out = [parts[0]]
+    for key, rest in zip(keys, parts[1:], strict=True):
+        out.append(encoded[key])
+        out.append(rest)
+    return "".join(out)
 
 
 def event_hash(
@@ -131,19 +164,27 @@ def event_hash(
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
-def seal(event: NewEvent, prev_hash: str) -> NewEvent:
-    """Fill in ``event.hash`` from its content and ``prev_hash``; returns the event."""
-    event.hash = event_hash(
-        prev_hash,
-        thread_id=event.thread_id,
-        version=event.version,
-        type=event.type,
-        interrupt_id=event.interrupt_id,
-        run_id=event.run_id,
-        actor=event.actor,
-        data=event.data,
-        occurred_at=event.occurred_at,
+def seal(event: NewEvent, prev_hash: str, encoded: Mapping[str, str] | None = None) -> NewEvent:
+    """Fill in ``event.data_json`` and ``event.hash`` (see :func:`event_hash`); returns the event.
+
+    The data is encoded once (``encoded``: values of its top-level keys already encoded,
+    see :func:`canonical_json_with`), and the hashed body is assembled around that text:
+    the same bytes as :func:`event_hash` encodes, without encoding the data twice.
+    """
+    data_json = event.data_json = canonical_json_with(event.data, encoded or {})
+    head = canonical_json(
+        [
+            prev_hash,
+            event.thread_id,
+            event.version,
+            event.type,
+            event.interrupt_id,
+            event.run_id,
+            event.actor,
+        ]
     )
+    body = f"{head[:-1]},{data_json},{canonical_json(event.occurred_at.isoformat())}]"
+    event.hash = hashlib.sha256(body.encode("utf-8")).hexdigest()
     return event
 
 

@@ -81,8 +81,13 @@ class ThreadState:
 
 
 def marker_from_data(data: dict[str, Any]) -> dict[str, Any]:
-    """The seed-shaped marker recorded in an ``interrupt.minted`` event's data."""
-    return {key: copy.deepcopy(data.get(key)) for key in MARKER_KEYS}
+    """The seed-shaped marker recorded in an ``interrupt.minted`` event's data.
+
+    A new dict, sharing the values of ``data`` (the payload): nothing modifies a marker
+    or an event's data in place, and :meth:`ThreadState.as_state` hands callers a deep
+    copy, so no caller's change can reach a stored event or a projected state.
+    """
+    return {key: data.get(key) for key in MARKER_KEYS}
 
 
 def is_native_mint(data: dict[str, Any]) -> bool:

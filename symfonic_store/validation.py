@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .errors import InvalidInputError, InvalidMarkerError, PayloadTooLargeError
-from .events import EXPIRY_REASONS
+from .events import EXPIRY_REASONS, canonical_json
 from .protocol import MARKER_KEYS, PENDING_KEY, ROUTES
 
 MAX_ID_LENGTH = 255
@@ -143,10 +143,96 @@ def _depth_exceeds(value: Any, limit: int) -> bool:
     return False
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _walk_plain(value: Any, limit: int) -> tuple[bool, bool, int]:
+    """One iterative walk of ``value``: ``(plain, too_deep, spaces)``.
+
+    ``plain``: made only of the types JSON reads back as (dicts with str keys, lists,
+    str, int, float, bool, None), so the value needs no round trip to look as it will
+    read back. ``spaces``: the bytes ``json.dumps``' default separators (", " and ": ")
+    add to the compact canonical form, so the size limit keeps its meaning.
+    """
+    spaces = 0
+    stack = [(value, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item, depth = pop()
+        kind = type(item)
+        if kind is dict:
+            if depth > limit:
+                return True, True, spaces
+            n = len(item)
+            spaces += 2 * n - 1 if n else 0
+            for key, child in item.items():
+                if type(key) is not str:
+                    return False, False, spaces
+                if type(child) in _SCALARS:
+                    continue
+                push((child, depth + 1))
+        elif kind is list:
+            if depth > limit:
+                return True, True, spaces
+            n = len(item)
+            spaces += n - 1 if n else 0
+            for child in item:
+                if type(child) in _SCALARS:
+                    continue
+                push((child, depth + 1))
+        elif kind not in _SCALARS:
+            return False, False, spaces
+    return True, False, spaces
+
+
 def json_value(
     value: Any, field: str, *, max_bytes: int | None, max_depth: int = MAX_JSON_DEPTH
 ) -> Any:
     """The value as it will read back from the database: plain JSON, within the size limit."""
+    return json_encoded(value, field, max_bytes=max_bytes, max_depth=max_depth)[0]
+
+
+def json_encoded(
+    value: Any, field: str, *, max_bytes: int | None, max_depth: int = MAX_JSON_DEPTH
+) -> tuple[Any, str]:
+    """:func:`json_value`, and the value's canonical JSON (what the event's hash covers),
+    encoded once here and reused for the hash and the row.
+
+    The size limit counts the bytes of ``json.dumps(value, ensure_ascii=False)``.
+    """
+    try:
+        canonical = canonical_json(value)
+    except RecursionError:
+        raise InvalidInputError(field, "is nested too deeply to store as JSON") from None
+    except (TypeError, ValueError):
+        canonical = None  # not JSON, or keys that do not sort: the general path decides
+    if canonical is not None:
+        plain, too_deep, spaces = _walk_plain(value, max_depth)
+        if plain:
+            try:
+                size = len(canonical.encode("utf-8")) + spaces
+            except UnicodeEncodeError:
+                raise InvalidInputError(field, "contains text that is not valid Unicode") from None
+            _check_size(field, size, max_bytes)
+            if too_deep:
+                raise InvalidInputError(field, f"is nested more than {max_depth} levels deep; flatten it")
+            return value, canonical
+    loaded = _round_trip(value, field, max_bytes=max_bytes, max_depth=max_depth)
+    return loaded, canonical_json(loaded)
+
+
+def _check_size(field: str, size: int, max_bytes: int | None) -> None:
+    if max_bytes is not None and size > max_bytes:
+        raise PayloadTooLargeError(
+            field,
+            f"is {size} bytes as JSON; the store's limit is {max_bytes} "
+            "(raise max_payload_bytes if this is intended)",
+        )
+
+
+def _round_trip(value: Any, field: str, *, max_bytes: int | None, max_depth: int) -> Any:
+    """A value that is not plain JSON (tuples, non-str keys, subclasses): encoded and read
+    back, so it is stored, hashed and returned exactly as it will read back."""
     try:
         text = json.dumps(value, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
@@ -157,12 +243,7 @@ def json_value(
         encoded = text.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidInputError(field, "contains text that is not valid Unicode") from None
-    if max_bytes is not None and len(encoded) > max_bytes:
-        raise PayloadTooLargeError(
-            field,
-            f"is {len(encoded)} bytes as JSON; the store's limit is {max_bytes} "
-            "(raise max_payload_bytes if this is intended)",
-        )
+    _check_size(field, len(encoded), max_bytes)
     loaded = json.loads(text)
     # Copies, hashes and projections of a stored value recurse; a bound keeps them safe.
     if _depth_exceeds(loaded, max_depth):
@@ -176,6 +257,11 @@ def marker(value: Any, *, max_bytes: int | None) -> dict[str, Any]:
     Keeps exactly the seed's keys; ``payload`` defaults to ``{}`` and the optional keys to
     None. A ``minted_at`` that is not a number is kept as given (the TTL does not apply).
     """
+    return marker_encoded(value, max_bytes=max_bytes)[0]
+
+
+def marker_encoded(value: Any, *, max_bytes: int | None) -> tuple[dict[str, Any], dict[str, str]]:
+    """:func:`marker`, and the canonical JSON of its payload (see :func:`json_encoded`)."""
     if isinstance(value, dict) and PENDING_KEY in value and "interrupt_id" not in value:
         value = value[PENDING_KEY]
     if not isinstance(value, dict):
@@ -201,18 +287,36 @@ def marker(value: Any, *, max_bytes: int | None) -> dict[str, Any]:
     minted_at = value.get("minted_at")
     if isinstance(minted_at, int | float) and not is_finite_number(minted_at):
         raise InvalidMarkerError("marker.minted_at", "must be a finite number")
+    payload, payload_json = json_encoded(
+        value.get("payload", {}), "marker.payload", max_bytes=max_bytes
+    )
+    # The marker as a whole must be JSON too: minted_at is kept as given (a date string,
+    # say), and text must be valid Unicode to be hashed and stored.
+    minted_at = _marker_json(minted_at)
+    tool_call_id = _marker_json(tool_call_id)
     shaped = {
-        "name": name,
-        "interrupt_id": interrupt_id,
-        "payload": value.get("payload", {}),
+        "name": str(name),
+        "interrupt_id": str(interrupt_id),
+        "payload": payload,
         "tool_call_id": tool_call_id,
-        "run_id": marker_run,
+        "run_id": None if marker_run is None else str(marker_run),
         "minted_at": minted_at,
     }
-    shaped["payload"] = json_value(shaped["payload"], "marker.payload", max_bytes=max_bytes)
-    shaped = json_value(shaped, "marker", max_bytes=None, max_depth=MAX_JSON_DEPTH + 1)
     assert list(shaped) == list(MARKER_KEYS)
-    return dict(shaped)
+    return shaped, {"payload": payload_json}
+
+
+def _marker_json(value: Any) -> Any:
+    kind = type(value)
+    if kind is str:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInputError("marker", "contains text that is not valid Unicode") from None
+        return value
+    if kind in _SCALARS:
+        return value
+    return json_value(value, "marker", max_bytes=None)
 
 
 def route(value: Any) -> str:

@@ -479,3 +479,91 @@ def test_a_checkpoint_document_round_trips_its_id(signed: tuple[InterruptStore, 
     _, cp = signed
     again = parse_checkpoint(cp.to_json())
     assert again.document == cp.document and again.id == cp.id
+
+
+# --- parallel writers (PostgreSQL, SPEC §10 and §11) -----------------------------------
+
+
+def _checkpoint_beside_a_held_writer(
+    owner: InterruptStore, url: str, key: Path
+) -> tuple[Checkpoint, int, bool]:
+    """A mint held open at position p, a route decision committed at p + 1 by a second
+    writer, then a checkpoint taken while p is still in flight; p commits once the
+    checkpoint is either done or waiting for the writers' lock. Returns the checkpoint,
+    p, and whether the checkpoint was seen waiting."""
+    from test_gap_safe_readers import WAIT, hold_mint_open
+
+    from symfonic_store.db.engines import create_sync_engine
+    from symfonic_store.db.executor import WRITERS_LOCK_KEY
+
+    holder = create_sync_engine(url)
+    second = InterruptStore(url)
+    outcome: list[Checkpoint | BaseException] = []
+    try:
+        with holder.connect() as t1:
+            tx1 = hold_mint_open(t1, "held")
+            held = int(t1.execute(sa.select(sa.func.max(EVENTS.c.position))).scalar_one())
+            second.record_route("late", "finish", run_id="r1")
+
+            def take() -> None:
+                try:
+                    outcome.append(owner.checkpoint(key))
+                except BaseException as exc:  # reported by the assertion below
+                    outcome.append(exc)
+
+            taker = threading.Thread(target=take)
+            taker.start()
+            waiting = sa.text(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+                "AND classid::text::bigint = :key "
+                "AND objid::text::bigint = (hashtext(current_schema())::bigint & 4294967295)"
+            )
+            seen_waiting = False
+            deadline = datetime.now(UTC).timestamp() + WAIT
+            # Outside a transaction: one of the store's would take the writers' lock in
+            # SHARE mode and queue behind the checkpoint's request.
+            with holder.connect().execution_options(isolation_level="AUTOCOMMIT") as watch:
+                while taker.is_alive() and datetime.now(UTC).timestamp() < deadline:
+                    if watch.execute(waiting, {"key": WRITERS_LOCK_KEY}).scalar_one():
+                        seen_waiting = True
+                        break
+            tx1.commit()
+        taker.join(timeout=WAIT)
+        assert len(outcome) == 1 and isinstance(outcome[0], Checkpoint), outcome
+        return outcome[0], held, seen_waiting
+    finally:
+        second.close()
+        holder.dispose()
+
+
+@pytest.mark.postgres
+def test_a_checkpoint_waits_for_a_writer_in_flight_so_its_late_commit_is_no_insertion(
+    postgres_schema_url: str, key: Path, pub: Path
+) -> None:
+    """A checkpoint taken while an append at a lower position is still open waits for it, covers it, and verifies once it commits; later appends do not disturb it."""
+    with InterruptStore(postgres_schema_url) as owner:
+        owner.setup()
+        refund(owner, "t-0")
+        cp, held, seen_waiting = _checkpoint_beside_a_held_writer(owner, postgres_schema_url, key)
+        assert seen_waiting, "the checkpoint did not wait for the writer in flight"
+        assert cp.position >= held + 1
+        assert check(owner, cp, pub).ok, str(check(owner, cp, pub))
+        owner.record_route("t-0", "finish", run_id="r2")
+        assert check(owner, cp, pub).ok
+
+
+@pytest.mark.postgres
+def test_without_the_wait_a_late_commit_below_the_checkpoint_reads_as_an_insertion(
+    postgres_schema_url: str, key: Path, pub: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same scenario with the wait for writers removed: the checkpoint signs a position whose gap is filled later, and verify reports the held thread."""
+    from symfonic_store.db import statements
+
+    monkeypatch.setattr(statements, "wait_for_writers", lambda conn: None)
+    with InterruptStore(postgres_schema_url) as owner:
+        owner.setup()
+        refund(owner, "t-0")
+        cp, held, seen_waiting = _checkpoint_beside_a_held_writer(owner, postgres_schema_url, key)
+        assert not seen_waiting and cp.position > held
+        report = check(owner, cp, pub)
+        assert not report.ok and report.first is not None and report.first.thread_id == "held"

@@ -35,6 +35,7 @@ from symfonic_store import (
     SymfonicStoreError,
     build_interrupt_marker,
 )
+from symfonic_store.db.executor import PostgresCursorExecutor
 from symfonic_store.db.schema import VERSION_TABLE, events, metadata, threads
 from symfonic_store.db.translate import (
     RACE_CONSTRAINTS,
@@ -334,6 +335,14 @@ def test_a_connection_lost_at_commit_does_not_claim_nothing_was_written(
         raise lost
 
     monkeypatch.setattr(dialect, "do_commit", commit_then_lose_the_answer)
+    # PostgreSQL's fast path sends a write's COMMIT in its pipeline, not through do_commit.
+    real_pipeline_commit = PostgresCursorExecutor._commit_pipeline
+
+    def pipeline_commit_then_lose_the_answer(self: Any, conn: Any) -> None:
+        real_pipeline_commit(self, conn)
+        raise lost
+
+    monkeypatch.setattr(PostgresCursorExecutor, "_commit_pipeline", pipeline_commit_then_lose_the_answer)
     with pytest.raises(DatabaseError) as caught:
         store.record_route("t-1", "finish")
     monkeypatch.undo()

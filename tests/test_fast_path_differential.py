@@ -1,19 +1,22 @@
-"""SQLite's cursor fast path and SQLAlchemy Core give the same answers, statement for statement.
+"""The cursor fast paths and SQLAlchemy Core give the same answers, statement for statement.
 
-The fast path (``symfonic_store/db/executor.py``) compiles each Core statement once and runs
-it on the driver's cursor; switched off (engine option ``symfonic_fast_path=False``, or any
+The fast paths (``symfonic_store/db/executor.py``) compile each Core statement once and run
+it on the driver's cursor, with the driver's own BEGIN and COMMIT (on PostgreSQL in psycopg's
+pipeline mode); switched off (engine option ``symfonic_fast_path=False``, or any
 ``before_cursor_execute`` listener) every statement goes through ``Connection.execute``.
 The same scripted scenario -- mint, supersede, route decisions, resume, a refused resume,
 expire, sweep, and every read -- runs with the clock frozen on one store of each kind, sync
-and asyncio, and must return identical results (positions, timestamps and hashes included)
-and leave identical tables. SQLite's own trace of what it ran shows that both run the same
-statements, and that with the fast path off SQLAlchemy's statement events see every one.
-PostgreSQL has no fast path: it always runs on the Core executor.
+and asyncio, on SQLite and PostgreSQL, and must return identical results (positions,
+timestamps and hashes included) and leave identical tables. SQLite's own trace of what it
+ran shows that both run the same statements, and that with the fast path off SQLAlchemy's
+statement events see every one; on PostgreSQL a listener turns the fast path off too.
+The asyncio PostgreSQL driver has no fast path: it always runs on the Core executor.
 """
 
 from __future__ import annotations
 
 import inspect
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +24,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from conftest import postgres_base_url, with_search_path
 from freezegun import freeze_time
 from langgraph.types import Command
 from sqlalchemy import event
@@ -34,6 +38,8 @@ from symfonic_store import (
 from symfonic_store.db.executor import (
     FAST_PATH_OPTION,
     CoreExecutor,
+    PostgresCursorExecutor,
+    PostgresExecutor,
     SQLiteCursorExecutor,
     choose_executor,
 )
@@ -113,12 +119,14 @@ def outcome(call: Callable[[], Any]) -> Any:
 
 
 def tables(url: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """Both tables as stored, read with Core (no store code involved)."""
+    """Both tables as stored, read with Core (no store code involved); tx_id left out, as
+    two databases (or schemas) hand out different transaction ids."""
     engine = sa.create_engine(url)
+    columns = [c for c in events.c if c.name != "tx_id"]
     try:
         with engine.connect() as conn:
             return (
-                [tuple(r) for r in conn.execute(sa.select(events).order_by(events.c.position))],
+                [tuple(r) for r in conn.execute(sa.select(*columns).order_by(events.c.position))],
                 [tuple(r) for r in conn.execute(sa.select(threads).order_by(threads.c.thread_id))],
             )
     finally:
@@ -139,7 +147,10 @@ def run_sync(url: str, *, fast: bool) -> list[Any]:
     store = InterruptStore(engine)
     try:
         store.setup()
-        expected = SQLiteCursorExecutor if fast else CoreExecutor
+        if url.startswith("sqlite"):
+            expected: type = SQLiteCursorExecutor if fast else CoreExecutor
+        else:
+            expected = PostgresCursorExecutor if fast else PostgresExecutor
         with engine.connect() as conn:
             assert type(choose_executor(conn)) is expected
         results = []
@@ -195,9 +206,38 @@ def assert_same(fast: list[Any], core: list[Any]) -> None:
         assert a == b, f"{label}: the fast path returned {a!r}, Core {b!r}"
 
 
-def test_the_scenario_gives_identical_results_with_the_fast_path_on_and_off(tmp_path: Path) -> None:
+@pytest.fixture
+def two_databases(request: pytest.FixtureRequest, tmp_path: Path, backend: str) -> tuple[str, str]:
+    """Two empty databases of the backend: two files, or two fresh PostgreSQL schemas."""
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'fast.db'}", f"sqlite:///{tmp_path / 'core.db'}"
+    first = str(request.getfixturevalue("postgres_schema_url"))
+    return first, str(request.getfixturevalue("other_postgres_schema_url"))
+
+
+@pytest.fixture
+def other_postgres_schema_url() -> Iterator[str]:
+    """A second fresh PostgreSQL schema (the conftest fixture gives one per test)."""
+    base = postgres_base_url()
+    assert base is not None
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(sa.make_url(base).set(drivername="postgresql+psycopg"))
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
+    try:
+        url = sa.make_url(base).set(drivername="postgresql+psycopg")
+        yield with_search_path(url.render_as_string(hide_password=False), schema)
+    finally:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
+        admin.dispose()
+
+
+def test_the_scenario_gives_identical_results_with_the_fast_path_on_and_off(
+    two_databases: tuple[str, str],
+) -> None:
     """Every call of the scenario returns the same on the cursor fast path and on Core, and the tables match."""
-    fast_url, core_url = f"sqlite:///{tmp_path / 'fast.db'}", f"sqlite:///{tmp_path / 'core.db'}"
+    fast_url, core_url = two_databases
     fast, core = run_sync(fast_url, fast=True), run_sync(core_url, fast=False)
     assert_same(fast, core)
     # Not vacuous: the scenario did record, refuse and expire things.
@@ -320,19 +360,21 @@ def test_the_fast_path_runs_the_same_statements_as_core(tmp_path: Path) -> None:
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("fast", [True, False], ids=["fast path asked for", "fast path off"])
-def test_postgres_always_uses_the_core_executor(postgres_schema_url: str, fast: bool) -> None:
-    """On PostgreSQL the executor is Core's whatever the option, so a listener sees every append."""
+def test_on_postgres_a_listener_sees_every_statement_of_an_append(
+    postgres_schema_url: str, fast: bool
+) -> None:
+    """On PostgreSQL a before_cursor_execute listener turns the fast path off, so it sees every append."""
     engine = engine_for(postgres_schema_url, fast=fast)
-    with engine.connect() as conn:
-        assert isinstance(choose_executor(conn), CoreExecutor)
-    store = InterruptStore(engine)
-    store.setup()
     seen: list[tuple[str, ...]] = []
 
     @event.listens_for(engine, "before_cursor_execute")
     def see(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
         seen.append(shape(statement))
 
+    with engine.connect() as conn:
+        assert type(choose_executor(conn)) is PostgresExecutor
+    store = InterruptStore(engine)
+    store.setup()
     try:
         appends(store)
         assert ("INSERT", "symfonic_events") in seen
@@ -341,3 +383,15 @@ def test_postgres_always_uses_the_core_executor(postgres_schema_url: str, fast: 
     finally:
         store.close()
         engine.dispose()
+
+
+@pytest.mark.postgres
+async def test_the_asyncio_postgres_store_runs_on_core(postgres_schema_url: str) -> None:
+    """psycopg's asyncio mode has no fast path: the asyncio store runs every statement through Core."""
+    store = AsyncInterruptStore(postgres_schema_url)
+    try:
+        await store.setup()
+        async with store.engine.connect() as aconn:
+            assert await aconn.run_sync(lambda conn: type(choose_executor(conn))) is PostgresExecutor
+    finally:
+        await store.aclose()

@@ -2,33 +2,38 @@
 
 On PostgreSQL a sequence hands out positions at insert time, not at commit time: a
 transaction that took position p may commit after one that took p + 1, and a reader
-that saw p + 1 and moved its cursor past it would never see p. The store closes that
-gap by allocating positions under a transaction-scoped advisory lock
-(``statements.lock_positions``, taken in ``append.flush``), so appends commit in
-position order. These tests show the gap with the lock out of the way, show a second
-writer waiting on the lock, and tail the log under eight concurrent writers on both
-backends.
+that saw p + 1 and moved its cursor past it would never see p. Writers run in parallel
+(nothing serialises appends), and the store closes the gap on the read side: every
+event records its transaction id (``tx_id``), readers order on ``(tx_id, position)``
+and return only events below the writers' horizon -- every write transaction of the
+schema takes the writers' lock in SHARE mode at its BEGIN, and a reader returns nothing
+at or above the oldest of them still open (``statements.read_horizon``). These tests
+show the gap with the guard out of the way, show a reader holding back a later commit
+until an earlier writer ends (while the later writer does not wait), show that only this
+schema's writers hold readers back, and tail the log under eight writer threads and
+eight writer processes on both backends.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import multiprocessing
 import threading
 import traceback
 import uuid
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
 import pytest
 import sqlalchemy as sa
 from conftest import postgres_base_url, with_search_path
+from log_writers import append_round, append_rounds, marker, write_in_process
 
-from symfonic_store import (
-    InterruptStore,
-    StoredEvent,
-    build_interrupt_marker,
-    new_interrupt_id,
-)
-from symfonic_store import append as append_module
+from symfonic_store import InterruptStore, StoredEvent
+from symfonic_store.append import ThreadWriter, flush
+from symfonic_store.db import statements
+from symfonic_store.db.engines import create_sync_engine
 from symfonic_store.db.schema import events as events_table
 from symfonic_store.store import lifecycle
 
@@ -45,13 +50,14 @@ def table_positions(engine: sa.Engine) -> list[int]:
         )
 
 
-def marker(run_id: str | None = None) -> dict[str, object]:
-    return build_interrupt_marker(
-        name="approval_required",
-        interrupt_id=new_interrupt_id(),
-        payload={"amount": 420},
-        run_id=run_id,
-    )
+def table_events(engine: sa.Engine) -> list[tuple[int, str, int]]:
+    """``(position, thread_id, version)`` of every row, by position."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(events_table.c.position, events_table.c.thread_id, events_table.c.version)
+            .order_by(events_table.c.position)
+        )
+        return [(int(p), str(t), int(v)) for p, t, v in rows]
 
 
 class Reader:
@@ -62,18 +68,39 @@ class Reader:
         self.page = page
         self.after = 0
         self.seen: list[int] = []
+        self.order: list[tuple[str, int]] = []
+        """``(thread_id, version)`` of each event seen, in the order seen."""
 
     def poll(self) -> list[StoredEvent]:
         """Read one page after the cursor and move the cursor past it."""
         batch = self.store.events(after=self.after, limit=self.page)
         if batch:
             self.seen.extend(e.position for e in batch)
+            self.order.extend((e.thread_id, e.version) for e in batch)
             self.after = batch[-1].position
         return batch
 
     def drain(self) -> None:
         while self.poll():
             pass
+
+
+def assert_each_event_once_in_thread_order(reader: Reader, engine: sa.Engine) -> None:
+    """Every committed event seen exactly once, each thread's events in version order."""
+    everything = table_events(engine)
+    assert len(reader.seen) == len(set(reader.seen)), "an event was delivered twice"
+    assert sorted(reader.seen) == [p for p, _, _ in everything], "the reader skipped an event"
+    versions: dict[str, list[int]] = defaultdict(list)
+    for thread_id, version in reader.order:
+        versions[thread_id].append(version)
+    for thread_id, seen in versions.items():
+        assert seen == list(range(1, len(seen) + 1)), f"{thread_id} out of version order"
+    # The order is stable: one read of everything gives the order the pages gave, and
+    # every position seen is a cursor that resumes right after itself.
+    assert [e.position for e in reader.store.events()] == reader.seen
+    for i in range(0, len(reader.seen), max(1, len(reader.seen) // 10)):
+        rest = [e.position for e in reader.store.events(after=reader.seen[i])]
+        assert rest == reader.seen[i + 1 :]
 
 
 @pytest.fixture
@@ -84,13 +111,8 @@ def pg_store(postgres_schema_url: str) -> Iterator[InterruptStore]:
         yield s
 
 
-def named_engine(url: str, name: str) -> sa.Engine:
-    """An engine whose sessions show ``name`` in pg_stat_activity."""
-    return sa.create_engine(url, connect_args={"application_name": name})
-
-
 def raw_insert(conn: sa.Connection, thread_id: str) -> int:
-    """Insert one event with plain SQL, no lock taken; returns the position it got."""
+    """Insert one event with plain SQL, no writers' lock taken; returns its position."""
     row = {
         "thread_id": thread_id,
         "version": 1,
@@ -105,10 +127,10 @@ def raw_insert(conn: sa.Connection, thread_id: str) -> int:
     return int(conn.execute(events_table.insert().returning(events_table.c.position), row).scalar_one())
 
 
-def test_without_a_lock_a_paging_reader_misses_a_late_commit(
+def test_a_writer_outside_the_protocol_makes_a_paging_reader_miss_a_late_commit(
     pg_store: InterruptStore, postgres_schema_url: str
 ) -> None:
-    """Two plain inserts committing out of position order make a paging reader skip one."""
+    """Two plain inserts (no writers' lock) committing out of order make a paging reader skip one."""
     engine = sa.create_engine(postgres_schema_url)
     try:
         reader = Reader(pg_store)
@@ -123,7 +145,7 @@ def test_without_a_lock_a_paging_reader_misses_a_late_commit(
             tx1.commit()
         reader.drain()
         assert table_positions(engine) == [p, p2]
-        assert p not in reader.seen, "the gap this store's lock exists to close"
+        assert p not in reader.seen, "the gap the writers' lock exists to close"
     finally:
         engine.dispose()
 
@@ -156,64 +178,59 @@ def start_mint(store: InterruptStore, thread_id: str) -> tuple[threading.Thread,
     return t, done, errors
 
 
-def wait_for_advisory_wait(engine: sa.Engine, app: str, done: threading.Event) -> bool:
-    """True once the session named ``app`` waits on an advisory lock; False if it finished."""
-    query = sa.text(
-        "SELECT count(*) FROM pg_stat_activity WHERE application_name = :app "
-        "AND wait_event_type = 'Lock' AND wait_event = 'advisory'"
-    )
-    for _ in range(1500):
-        with engine.connect() as conn:
-            if conn.execute(query, {"app": app}).scalar():
-                return True
-        if done.wait(timeout=0.02):
-            return False
-    raise AssertionError("the second writer neither finished nor waited on the lock")
-
-
-def test_store_append_waits_for_the_earlier_position_to_commit(
+def test_a_reader_holds_back_a_later_commit_until_the_earlier_writer_ends(
     pg_store: InterruptStore, postgres_schema_url: str
 ) -> None:
-    """While one append holds its transaction open, a second append blocks; the reader skips nothing."""
-    app = f"gap-{uuid.uuid4().hex[:8]}"
-    holder = sa.create_engine(postgres_schema_url)
-    second_engine = named_engine(postgres_schema_url, app)
-    second = InterruptStore(second_engine)
-    reader = Reader(pg_store)
-    try:
-        with holder.connect() as t1:
-            tx1 = hold_mint_open(t1, "held-thread")
-            t2, done, errors = start_mint(second, "second-thread")
-            assert wait_for_advisory_wait(holder, app, done), "T2 committed while T1 was open"
-            assert not done.is_set()
-            reader.drain()
-            assert reader.seen == []
-            tx1.commit()
-        t2.join(timeout=WAIT)
-        assert not t2.is_alive() and errors == [], errors
-        reader.drain()
-        assert reader.seen == table_positions(holder)
-        assert len(reader.seen) == 2
-        assert [e.thread_id for e in pg_store.events()] == ["held-thread", "second-thread"]
-    finally:
-        second.close()
-        second_engine.dispose()
-        holder.dispose()
-
-
-def test_store_append_without_the_lock_shows_the_gap(
-    pg_store: InterruptStore, postgres_schema_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """With the position lock taken out, the same scenario lets the reader skip the held event."""
-    monkeypatch.setattr(append_module, "lock_positions", lambda conn: None)
-    holder = sa.create_engine(postgres_schema_url)
+    """While one append holds its transaction open, a second commits at once, yet readers see neither until the first ends."""
+    holder = create_sync_engine(postgres_schema_url)  # the store's engine setup
     second = InterruptStore(postgres_schema_url)
     reader = Reader(pg_store)
     try:
         with holder.connect() as t1:
             tx1 = hold_mint_open(t1, "held-thread")
             t2, done, errors = start_mint(second, "second-thread")
-            assert done.wait(timeout=WAIT), "without the lock the second append does not wait"
+            assert done.wait(timeout=WAIT), "the second append waited for the first"
+            t2.join(timeout=WAIT)
+            assert errors == [], errors
+            assert len(table_positions(holder)) == 1  # committed: the second mint
+            reader.drain()
+            assert reader.seen == [], "a later commit was shown while an earlier writer was open"
+            lag = pg_store.reader_lag()
+            assert (lag.events, lag.writers) == (1, 1)
+            assert lag.oldest_writer_seconds is not None and lag.oldest_writer_seconds >= 0
+            tx1.commit()
+        reader.drain()
+        assert sorted(reader.seen) == table_positions(holder)
+        assert [t for t, _ in reader.order] == ["held-thread", "second-thread"]
+        assert pg_store.reader_lag().events == 0
+    finally:
+        second.close()
+        holder.dispose()
+
+
+def without_the_read_guard(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Readers keep the (tx_id, position) order and cursor, but read past the horizon."""
+    original = statements.read_horizon
+
+    def unguarded(conn: sa.Connection, *, after: int = 0) -> statements.Horizon:
+        return dataclasses.replace(original(conn, after=after), below=2**62)
+
+    monkeypatch.setattr(statements, "read_horizon", unguarded)
+
+
+def test_without_the_read_guard_the_same_scenario_skips_the_held_event(
+    pg_store: InterruptStore, postgres_schema_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the horizon taken out of the reads, the reader sees the later commit first and then skips the held event."""
+    without_the_read_guard(monkeypatch)
+    holder = create_sync_engine(postgres_schema_url)
+    second = InterruptStore(postgres_schema_url)
+    reader = Reader(pg_store)
+    try:
+        with holder.connect() as t1:
+            tx1 = hold_mint_open(t1, "held-thread")
+            t2, done, errors = start_mint(second, "second-thread")
+            assert done.wait(timeout=WAIT)
             t2.join(timeout=WAIT)
             assert errors == [], errors
             reader.drain()
@@ -222,11 +239,68 @@ def test_store_append_without_the_lock_shows_the_gap(
         reader.drain()
         everything = table_positions(holder)
         assert len(everything) == 2
-        assert reader.seen != everything
-        assert min(everything) not in reader.seen
+        assert min(everything) not in reader.seen, "the skip the read guard prevents"
     finally:
         second.close()
         holder.dispose()
+
+
+def wait_until_waiting_on_a_lock(engine: sa.Engine, app: str, done: threading.Event) -> None:
+    """Return once the session named ``app`` waits on a lock (it must not finish first)."""
+    query = sa.text(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = :app "
+        "AND wait_event_type = 'Lock'"
+    )
+    for _ in range(1500):
+        with engine.connect() as conn:
+            if conn.execute(query, {"app": app}).scalar():
+                return
+        assert not done.wait(timeout=0.02), "the older transaction did not wait for the thread"
+    raise AssertionError("the older transaction never waited for the thread's lock")
+
+
+def test_a_thread_stays_in_version_order_when_an_older_transaction_appends_after_a_younger_one(
+    pg_store: InterruptStore, postgres_schema_url: str
+) -> None:
+    """A transaction that got its id first but appends to a thread after a younger one committed there is still read after it."""
+    app = f"older-{uuid.uuid4().hex[:8]}"
+    older_engine = create_sync_engine(
+        sa.create_engine(postgres_schema_url, connect_args={"application_name": app})
+    )
+    younger_engine = create_sync_engine(postgres_schema_url)
+    pg_store.record_route("shared", "finish")  # version 1
+    pg_store.record_route("first-of-older", "finish")
+    try:
+        with older_engine.connect() as older, younger_engine.connect() as younger:
+            older.execution_options(symfonic_write=True)
+            older_tx = older.begin()
+            ThreadWriter(older, "first-of-older")  # locks its row: the older id is assigned
+            younger_tx = hold_mint_open(younger, "shared")  # version 2, a younger id
+            done = threading.Event()
+            failures: list[str] = []
+
+            def append_behind() -> None:
+                try:
+                    w = ThreadWriter(older, "shared")  # waits for the younger transaction
+                    w.append("route.decided", data={"route": "finish", "interrupt_id": None, "reason": None})
+                    flush(older, [w])  # version 3, from the older transaction
+                    older_tx.commit()
+                except BaseException:
+                    failures.append(traceback.format_exc())
+                finally:
+                    done.set()
+
+            behind = threading.Thread(target=append_behind)
+            behind.start()
+            wait_until_waiting_on_a_lock(younger_engine, app, done)
+            younger_tx.commit()
+            behind.join(timeout=WAIT)
+            assert failures == [], failures
+        shared = [e.version for e in pg_store.events() if e.thread_id == "shared"]
+        assert shared == [1, 2, 3], "the thread's events came out of version order"
+    finally:
+        older_engine.dispose()
+        younger_engine.dispose()
 
 
 def writers_append(
@@ -249,11 +323,7 @@ def writers_append(
         try:
             start.wait()
             for r in range(rounds):
-                thread_id = f"tail-{n}-{r % 3}"
-                if r % 2:
-                    store.mint(thread_id, marker(run_id=f"run-{n}"))  # may supersede: 2 events
-                else:
-                    store.record_route(thread_id, "finish", run_id=f"run-{n}-{r}")
+                append_round(store, n, r)
                 if committed is not None:
                     committed.set()
         except BaseException:
@@ -283,7 +353,7 @@ def tail(
 
 
 def test_tailing_reader_sees_every_event_exactly_once(db_url: str) -> None:
-    """A consumer tailing events(after=p, limit=N) under 8 concurrent writers sees every event once, in order."""
+    """A consumer tailing events(after=p, limit=N) under 8 writer threads sees every event once, each thread in order."""
     with InterruptStore(db_url) as setup_store:
         setup_store.setup()
     writers, rounds = 8, 30
@@ -292,26 +362,60 @@ def test_tailing_reader_sees_every_event_exactly_once(db_url: str) -> None:
     committed = threading.Event()
     threads = writers_append(db_url, writers, rounds, start, errors, committed)
     engine = sa.create_engine(db_url)
-    with InterruptStore(db_url) as consumer_store:
-        reader = Reader(consumer_store, page=5)
-        start.wait()
-        tail(consumer_store, lambda: any(t.is_alive() for t in threads), reader, committed)
-        for t in threads:
-            t.join(timeout=WAIT)
-        reader.drain()
-        assert errors == [], "\n".join(errors)
-        everything = table_positions(engine)
+    try:
+        with InterruptStore(db_url) as consumer_store:
+            reader = Reader(consumer_store, page=5)
+            start.wait()
+            tail(consumer_store, lambda: any(t.is_alive() for t in threads), reader, committed)
+            for t in threads:
+                t.join(timeout=WAIT)
+            reader.drain()
+            assert errors == [], "\n".join(errors)
+            assert len(reader.seen) >= writers * rounds
+            assert_each_event_once_in_thread_order(reader, engine)
+            if db_url.startswith("sqlite"):
+                assert reader.seen == sorted(reader.seen), "one writer: positions commit in order"
+    finally:
         engine.dispose()
-        assert len(everything) >= writers * rounds
-        assert len(reader.seen) == len(set(reader.seen)), "an event was delivered twice"
-        assert reader.seen == sorted(reader.seen)
-        assert reader.seen == everything, "the reader skipped a committed event"
 
 
-def test_stores_in_different_schemas_do_not_queue_on_each_other(
+def test_tailing_reader_under_eight_writer_processes_sees_every_event_once(db_url: str) -> None:
+    """8 writer processes append from a start barrier while a consumer tails the log: every committed event seen once, each thread in order."""
+    with InterruptStore(db_url) as setup_store:
+        setup_store.setup()
+    writers, rounds = 8, 40
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(writers + 1, timeout=120)
+    procs = [
+        ctx.Process(target=write_in_process, args=(db_url, n, rounds, barrier))
+        for n in range(writers)
+    ]
+    for p in procs:
+        p.start()
+    engine = sa.create_engine(db_url)
+    try:
+        with InterruptStore(db_url) as consumer_store:
+            reader = Reader(consumer_store, page=5)
+            barrier.wait()
+            # Processes do not share the GIL with the reader: it may poll without pause.
+            tail(consumer_store, lambda: any(p.is_alive() for p in procs), reader)
+            for p in procs:
+                p.join(timeout=WAIT)
+                assert p.exitcode == 0, f"a writer process failed (exit {p.exitcode})"
+            reader.drain()
+            assert len(reader.seen) >= writers * rounds
+            assert_each_event_once_in_thread_order(reader, engine)
+    finally:
+        engine.dispose()
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+
+
+def test_only_this_schemas_writers_hold_its_readers_back(
     pg_store: InterruptStore, postgres_schema_url: str
 ) -> None:
-    """The position lock is per schema: an append held open in one schema does not block another schema's append."""
+    """An append held open in one schema, or any open transaction with an id, neither blocks nor delays another schema's store."""
     base = postgres_base_url()
     assert base is not None
     other_schema = f"t_{uuid.uuid4().hex[:12]}"
@@ -322,23 +426,38 @@ def test_stores_in_different_schemas_do_not_queue_on_each_other(
         sa.make_url(base).set(drivername="postgresql+psycopg").render_as_string(hide_password=False),
         other_schema,
     )
-    holder = sa.create_engine(postgres_schema_url)
+    holder = create_sync_engine(postgres_schema_url)
+    bystander = sa.create_engine(postgres_schema_url)
     other = InterruptStore(other_url)
     try:
         other.setup()
-        with holder.connect() as t1:
+        with holder.connect() as t1, bystander.connect() as t3:
             tx1 = hold_mint_open(t1, "held-thread")
+            tx3 = t3.begin()  # an unrelated transaction that holds a transaction id
+            t3.exec_driver_sql("CREATE TEMP TABLE bystander (x int)")
+            t3.exec_driver_sql("INSERT INTO bystander VALUES (1)")
             t2, done, errors = start_mint(other, "other-thread")
             finished = done.wait(timeout=WAIT)
+            t2.join(timeout=WAIT)
+            seen_meanwhile = [e.thread_id for e in other.events()]
             tx1.commit()
-        t2.join(timeout=WAIT)
+            tx3.rollback()
         assert finished, "the other schema's append waited for this schema's open append"
         assert errors == [], errors
-        assert [e.thread_id for e in other.events()] == ["other-thread"]
+        assert seen_meanwhile == ["other-thread"], "another schema's open writer delayed this reader"
         assert [e.thread_id for e in pg_store.events()] == ["held-thread"]
     finally:
         other.close()
         holder.dispose()
+        bystander.dispose()
         with admin.begin() as conn:
             conn.exec_driver_sql(f'DROP SCHEMA "{other_schema}" CASCADE')
         admin.dispose()
+
+
+def test_reader_lag_is_zero_when_no_writer_is_open(store: InterruptStore) -> None:
+    """With every append committed and no writer open, gap-safe readers are not behind."""
+    append_rounds(store, 0, 4)
+    lag = store.reader_lag()
+    assert (lag.events, lag.writers, lag.oldest_writer_seconds) == (0, 0, None)
+    assert len(store.events()) == 4  # two route decisions, two mints on other threads

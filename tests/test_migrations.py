@@ -117,7 +117,11 @@ def layout(engine: Engine) -> dict[str, Any]:
 def expected_triggers(engine: Engine) -> set[str]:
     if engine.dialect.name == "sqlite":
         return {"symfonic_events_no_update", "symfonic_events_no_delete"}
-    return {"symfonic_events_no_update_delete", "symfonic_events_no_truncate"}
+    return {
+        "symfonic_events_no_update_delete",
+        "symfonic_events_no_truncate",
+        "symfonic_events_tx_id",  # 0010: the read key of gap-safe readers
+    }
 
 
 # --- upgrade / downgrade / upgrade ----------------------------------------------------------
@@ -221,6 +225,32 @@ def test_setup_is_idempotent_and_uses_its_own_version_table(db_url: str, engine:
     assert VERSION_TABLE in names
     assert "alembic_version" not in names
     assert revision_of(engine) == head_revision()
+
+
+def test_0010_keeps_the_read_order_and_every_cursor_of_an_existing_log(
+    engine: Engine, db_url: str
+) -> None:
+    """Down to 0003 and up again: the events read back in the same order, every old position still resumes right after itself, new events come after them."""
+    migrate(engine, "up", "head")
+    with InterruptStore(db_url) as store:
+        for n in range(6):
+            store.mint(f"t-{n % 2}", {"name": "n", "interrupt_id": f"i-{n}"})  # supersedes
+        before = store.events()
+    migrate(engine, "down", "0003_native_interrupts")
+    with engine.connect() as conn:
+        columns = {c["name"] for c in sa.inspect(conn).get_columns(EVENTS_TABLE)}
+    assert "tx_id" not in columns
+    migrate(engine, "up", "head")
+    with engine.connect() as conn:
+        keys = conn.exec_driver_sql("SELECT DISTINCT tx_id FROM symfonic_events").scalars().all()
+    assert keys == ([None] if engine.dialect.name == "sqlite" else [0])  # older than all to come
+    with InterruptStore(db_url) as store:
+        assert store.events() == before
+        for i, event in enumerate(before):
+            assert store.events(after=event.position) == before[i + 1 :]
+        store.mint("t-new", {"name": "n", "interrupt_id": "i-new"})
+        assert [e.thread_id for e in store.events(after=before[-1].position)] == ["t-new"]
+        assert store.verify().ok
 
 
 # --- no drift ------------------------------------------------------------------------------

@@ -506,5 +506,6 @@ def test_metrics_are_prometheus_text_from_the_log(site: Site) -> None:
     assert values["symfonic_mint_to_answer_seconds_count"] >= 1
     assert values["symfonic_oldest_open_interrupt_age_seconds"] >= 0
     assert values["symfonic_owed_wakeups"] == site.store.owed_wakeups()
-    assert values["symfonic_reader_lag_seconds"] == 0
+    assert values["symfonic_reader_lag_seconds"] == 0 and values["symfonic_reader_lag_events"] == 0
+    assert values["symfonic_writers_in_flight"] == 0
     assert values['symfonic_http_answers_total{code="200"}'] >= 1

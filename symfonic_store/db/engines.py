@@ -1,8 +1,10 @@
-"""Engines for both stores: SQLite's pragmas and BEGIN IMMEDIATE, option checks."""
+"""Engines for both stores: SQLite's pragmas and BEGIN IMMEDIATE, PostgreSQL's writers'
+lock at BEGIN, option checks."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
@@ -10,6 +12,8 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, Engine
 
 from ..errors import InvalidInputError
+from ..events import canonical_json
+from .executor import WRITERS_LOCK, in_driver_transaction, leave_pipeline_for_sqlalchemy
 from .urls import _prepare_sqlite_path, async_url, scrub, sync_url
 
 if TYPE_CHECKING:
@@ -21,7 +25,88 @@ _SYNCHRONOUS_PRAGMA = {mode: "PRAGMA synchronous=" + mode for mode in SQLITE_SYN
 MAX_BUSY_TIMEOUT = 2_000_000
 """Seconds; SQLite keeps its busy timeout in milliseconds in a 32-bit int."""
 
+POSTGRES_BEGIN = "BEGIN; " + WRITERS_LOCK
+"""A PostgreSQL transaction's start: the writers' lock in SHARE mode (see
+:data:`~symfonic_store.db.executor.WRITERS_LOCK_KEY`) as its first statement, before the
+transaction has an id, sent with the BEGIN in one round trip. No parameters: the simple
+query protocol takes both statements at once."""
 
+
+def _run_on_driver(connection: Connection, sql: str) -> None:
+    """Run ``sql`` straight on the driver's cursor, its errors wrapped like SQLAlchemy's.
+
+    Used for BEGIN, once per transaction: going through exec_driver_sql costs as much as
+    the BEGIN itself.
+    """
+    dbapi_connection = connection.connection.dbapi_connection
+    assert dbapi_connection is not None
+    cursor = None
+    try:
+        # cursor() inside the try: on a connection that died it raises the driver's
+        # error, which must reach translate_errors wrapped like any other.
+        cursor = dbapi_connection.cursor()
+        cursor.execute(sql)
+    except connection.dialect.loaded_dbapi.Error as exc:
+        raise sa.exc.DBAPIError.instance(
+            sql, (), exc, connection.dialect.loaded_dbapi.Error, dialect=connection.dialect
+        ) from exc
+    finally:
+        if cursor is not None:
+            cursor.close()
+
+
+def _install_postgres_behaviour(engine: Engine) -> None:
+    """BEGIN sent by the store, so a write transaction takes the writers' lock with it.
+
+    psycopg runs in autocommit mode and the BEGIN comes from SQLAlchemy's ``begin``
+    event (as on SQLite): :data:`POSTGRES_BEGIN`, for every transaction. COMMIT and
+    ROLLBACK stay psycopg's, which send them whenever a transaction is open. Every
+    transaction that inserts events must take the lock before it gets a transaction id:
+    readers rely on it to know which transactions may still commit events below their
+    cursor (I11). (The fast path, :class:`~symfonic_store.db.executor.PostgresCursorExecutor`,
+    runs its own transactions and takes the lock the same way.)
+    """
+    if getattr(engine, "_symfonic_postgres", False):
+        return
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        if not dbapi_connection.autocommit and dbapi_connection.info.transaction_status:
+            # A connect listener of the caller's ran first (a SET ROLE, a SET of a
+            # setting) and psycopg opened a transaction for it: keep what it set.
+            dbapi_connection.commit()
+        dbapi_connection.autocommit = True
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        # A connection used with isolation_level="AUTOCOMMIT" comes back from
+        # SQLAlchemy's reset with psycopg's autocommit off; the fast path's statements
+        # outside a transaction would then open one. Idle here, so it may switch.
+        if not dbapi_connection.autocommit:
+            dbapi_connection.autocommit = True
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        if in_driver_transaction(connection):
+            # A statement through SQLAlchemy inside a fast-path transaction: it joins
+            # that transaction, after the pipeline has delivered what it holds.
+            leave_pipeline_for_sqlalchemy(connection)
+            return
+        if connection.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+            # Asked for by the caller (PostgresSaver's CREATE INDEX CONCURRENTLY, reads
+            # outside a transaction): SQLAlchemy's "transaction" is then no transaction.
+            return
+        dbapi_connection = connection.connection.dbapi_connection
+        assert dbapi_connection is not None
+        if not dbapi_connection.autocommit:
+            # A connection pooled before the store prepared this engine (one given by
+            # the caller): idle between transactions, so it may switch now.
+            dbapi_connection.autocommit = True
+        # Every transaction takes the lock, reads too: a holder without a transaction id
+        # never holds readers back, and so any transaction of this engine may append.
+        _run_on_driver(connection, POSTGRES_BEGIN)
+
+    engine._symfonic_postgres = True  # type: ignore[attr-defined]
 
 
 def _install_sqlite_behaviour(
@@ -53,24 +138,10 @@ def _install_sqlite_behaviour(
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
-        # Straight on the driver's cursor: this runs once per transaction, and going
-        # through exec_driver_sql costs as much as the BEGIN itself.
-        sql = "BEGIN IMMEDIATE" if connection.get_execution_options().get("symfonic_write") else "BEGIN"
-        dbapi_connection = connection.connection.dbapi_connection
-        assert dbapi_connection is not None
-        cursor = None
-        try:
-            # cursor() inside the try: on a connection that died it raises the driver's
-            # error, which must reach translate_errors wrapped like any other.
-            cursor = dbapi_connection.cursor()
-            cursor.execute(sql)
-        except connection.dialect.loaded_dbapi.Error as exc:
-            raise sa.exc.DBAPIError.instance(
-                sql, (), exc, connection.dialect.loaded_dbapi.Error, dialect=connection.dialect
-            ) from exc
-        finally:
-            if cursor is not None:
-                cursor.close()
+        if in_driver_transaction(connection):
+            return  # a statement through SQLAlchemy joins the fast path's transaction
+        write = connection.get_execution_options().get("symfonic_write")
+        _run_on_driver(connection, "BEGIN IMMEDIATE" if write else "BEGIN")
 
 
 def _check_sqlite_options(synchronous: str, busy_timeout: float) -> tuple[str, int]:
@@ -89,6 +160,10 @@ def _check_sqlite_options(synchronous: str, busy_timeout: float) -> tuple[str, i
 
 
 E = TypeVar("E", "Engine", "AsyncEngine")
+
+_OPTIONS: dict[str, Any] = {"json_serializer": canonical_json}
+"""How the store makes its engines: JSON columns hold canonical JSON (sorted keys, no
+spaces), the text an event's hash covers, whichever path wrote them."""
 
 
 def _engine_for(url: URL, factory: Callable[[URL], E]) -> E:
@@ -117,9 +192,11 @@ def create_sync_engine(
     if isinstance(url_or_engine, Engine):
         engine = url_or_engine
     else:
-        engine = _engine_for(sync_url(url_or_engine), sa.create_engine)
+        engine = _engine_for(sync_url(url_or_engine), partial(sa.create_engine, **_OPTIONS))
     if engine.dialect.name == "sqlite":
         _install_sqlite_behaviour(engine, synchronous=mode, busy_timeout_ms=timeout_ms)
+    elif engine.dialect.name == "postgresql":
+        _install_postgres_behaviour(engine)
     return engine
 
 
@@ -136,7 +213,9 @@ def create_asyncio_engine(
     if isinstance(url_or_engine, AsyncEngine):
         engine = url_or_engine
     else:
-        engine = _engine_for(async_url(url_or_engine), create_async_engine)
+        engine = _engine_for(async_url(url_or_engine), partial(create_async_engine, **_OPTIONS))
     if engine.dialect.name == "sqlite":
         _install_sqlite_behaviour(engine.sync_engine, synchronous=mode, busy_timeout_ms=timeout_ms)
+    elif engine.dialect.name == "postgresql":
+        _install_postgres_behaviour(engine.sync_engine)
     return engine

@@ -4,23 +4,34 @@ Every statement in :mod:`symfonic_store.db.statements` is SQLAlchemy Core and
 backend-blind; it runs through the :class:`Executor` of its connection, chosen once per
 DBAPI connection by :func:`executor_for`:
 
-- :class:`CoreExecutor` runs statements through ``Connection.execute``: every
-  statement is visible to SQLAlchemy's events (tracing, logging). PostgreSQL always
-  uses it, and so does SQLite when the fast path is switched off.
-- :class:`SQLiteCursorExecutor`, the fast path: each Core statement is compiled ONCE per
-  dialect instance into the driver's SQL string, its parameter order and the bind and
-  result processors of its column types (the JSON encoding and the UTC datetime
-  conversion are those of the schema's types), so a call costs a tuple and a
-  ``cursor.execute`` instead of SQLAlchemy's per-execution work. The SQL is still the
-  Core statement's: there is no second copy of it.
+- :class:`CoreExecutor` runs statements through ``Connection.execute`` and transactions
+  through ``Connection.begin``: every statement is visible to SQLAlchemy's events
+  (tracing, logging). It is used whenever the fast path is switched off, and for the
+  asyncio PostgreSQL driver (:class:`PostgresExecutor`).
+- The fast paths, :class:`SQLiteCursorExecutor` and :class:`PostgresCursorExecutor`:
+  each Core statement is compiled ONCE per dialect instance into the driver's SQL
+  string, its parameters and the bind and result processors of its column types (the
+  JSON encoding and the UTC datetime conversion are those of the schema's types), so a
+  call costs a tuple (or dict) and a ``cursor.execute`` instead of SQLAlchemy's
+  per-execution work. Transactions are the driver's own BEGIN and COMMIT, without
+  SQLAlchemy's transaction bookkeeping. The SQL is still the Core statement's: there is
+  no second copy of it. On PostgreSQL a write transaction runs in psycopg's pipeline
+  mode, so the BEGIN travels with the first read and the writes with the COMMIT: an
+  append costs two or three round trips, not one per statement.
 
-The fast path is chosen only for SQLite, and only while nobody listens: an engine with
+The fast path is chosen only while nobody listens: an engine with
 ``before_cursor_execute``/``after_cursor_execute`` listeners, or created with the
 execution option ``symfonic_fast_path=False``, gets the Core executor, so nothing the
 store runs is hidden from instrumentation.
 
-The backend's own behaviour lives here too: the advisory locks PostgreSQL needs, and
-whether single-statement reads may run outside a transaction.
+A statement that does go through SQLAlchemy inside a fast-path transaction (the sweep's
+dynamic queries, say) joins that transaction: the engines' ``begin`` listener sees the
+transaction open (:func:`in_driver_transaction`), sends no BEGIN, and on PostgreSQL
+first ends the pipeline, so SQLAlchemy gets its results at once.
+
+The backend's own behaviour lives here too: the advisory locks PostgreSQL needs, how
+readers of the whole log stay gap-safe (I11), and whether single-statement reads may run
+outside a transaction.
 """
 
 from __future__ import annotations
@@ -38,15 +49,70 @@ FAST_PATH_OPTION = "symfonic_fast_path"
 """Engine execution option: ``False`` runs every statement through SQLAlchemy Core."""
 
 SETUP_LOCK_KEY = 0x53594D47  # "SYMG": two processes running setup() at once
-POSITION_LOCK_KEY = 0x53594D46  # "SYMF": one position lock per schema (I11)
 EVIDENCE_LOCK_KEY = 0x53594D45  # "SYME": checkpoints and archive removals, per schema
+WRITERS_LOCK_KEY = 0x53594D46  # "SYMF": held SHARED by every write transaction (I11)
+"""With ``hashtext(current_schema())`` the key of the lock every PostgreSQL write
+transaction takes in SHARE mode at its BEGIN, before it has a transaction id (see
+:mod:`symfonic_store.db.engines`). Shared holders never wait on each other, so writers
+run in parallel; the lock only tells readers which transactions may still insert events
+into this schema (:func:`symfonic_store.db.statements.read_horizon`). Older releases took
+it EXCLUSIVE (one writer at a time), so during an upgrade the two never interleave."""
 
-_LOCK_POSITIONS = sa.select(
-    sa.func.pg_advisory_xact_lock(
-        sa.literal(POSITION_LOCK_KEY, sa.Integer()), sa.func.hashtext(sa.func.current_schema())
-    )
+WRITERS_LOCK = (
+    f"SELECT pg_advisory_xact_lock_shared({WRITERS_LOCK_KEY}, hashtext(current_schema()))"
 )
+"""The writers' lock, without parameters (so it may share a simple query with BEGIN)."""
+
+class _State:
+    """What the store keeps on a SQLAlchemy ``Connection`` (an attribute of the object, not
+    its ``info``: that belongs to the DBAPI connection, and cannot be read once the
+    connection is invalidated, which is exactly when a rollback must still find it)."""
+
+    __slots__ = ("cursors", "executor", "pipeline", "tx", "write_option")
+
+    def __init__(self) -> None:
+        self.executor: Executor | None = None
+        self.write_option: bool | None = None
+        """The ``symfonic_write`` execution option last set on the connection."""
+        self.tx: str | None = None
+        """A fast-path transaction is open: "read" or "write"."""
+        self.pipeline: Any = None
+        """psycopg's pipeline of the open write transaction."""
+        self.cursors: tuple[Any, Any, Any] | None = None
+        """``(driver connection, read cursor, write cursor)``."""
+
+
+_STATE = "_symfonic_state"
+
+
+def state_of(conn: Connection) -> _State:
+    state: _State | None = getattr(conn, _STATE, None)
+    if state is None:
+        state = _State()
+        setattr(conn, _STATE, state)
+    return state
+
+
+def in_driver_transaction(conn: Connection) -> bool:
+    """Is a fast-path transaction (the driver's own BEGIN) open on ``conn``?"""
+    state: _State | None = getattr(conn, _STATE, None)
+    return state is not None and state.tx is not None
+
 _LOCK_SETUP = sa.select(sa.func.pg_advisory_xact_lock(SETUP_LOCK_KEY))
+_WAIT_FOR_WRITERS = (
+    f"SELECT pg_advisory_lock({WRITERS_LOCK_KEY}, hashtext(current_schema())), "
+    f"pg_advisory_unlock({WRITERS_LOCK_KEY}, hashtext(current_schema()))"
+)
+"""Wait for the SHARE holders of the writers' lock and let go at once: one statement,
+so the session lock is never left held by an error between the two."""
+
+
+def _wait_for_writers(conn: Connection) -> None:
+    if conn.get_execution_options().get("symfonic_appends", True) and state_of(conn).tx != "write, no events":
+        raise AssertionError("wait_for_writers needs a transaction begun with appends=False")
+    conn.exec_driver_sql(_WAIT_FOR_WRITERS)
+
+
 _LOCK_EVIDENCE = sa.select(
     sa.func.pg_advisory_xact_lock(
         sa.literal(EVIDENCE_LOCK_KEY, sa.Integer()), sa.func.hashtext(sa.func.current_schema())
@@ -56,12 +122,28 @@ _LOCK_EVIDENCE = sa.select(
 Processor = Callable[[Any], Any] | None
 
 
+class JsonText(str):
+    """JSON already encoded by the store (the canonical text its hash covers).
+
+    Executors that say :attr:`Executor.takes_json_text` bind it as it is instead of
+    encoding the value again; the others are handed the decoded value.
+    """
+
+    __slots__ = ()
+
+
 class Executor:
-    """Runs the store's Core statements on a connection; subclasses choose how."""
+    """Runs the store's Core statements and transactions on a connection."""
 
     name: ClassVar[str] = "core"
     reads_outside_transaction: ClassVar[bool] = False
     """May a single-statement read skip BEGIN/COMMIT (each statement atomic on its own)?"""
+    reads_below_horizon: ClassVar[bool] = False
+    """Must readers of the whole log stay below the writers' horizon (I11)? True where
+    positions can commit out of order (PostgreSQL's writers run in parallel); SQLite has
+    one writer at a time, so its positions commit in order and position order is safe."""
+    takes_json_text: ClassVar[bool] = False
+    """Does :meth:`write` bind a :class:`JsonText` value of a JSON column as it is?"""
 
     def fetch(
         self, conn: Connection, stmt: sa.Select[Any], params: Mapping[str, Any]
@@ -79,8 +161,28 @@ class Executor:
         """Run an INSERT or UPDATE once per row (``column_keys``: the INSERT's columns)."""
         raise NotImplementedError
 
-    def lock_positions(self, conn: Connection) -> None:
-        """Serialise position allocation until commit, where the backend needs it."""
+    def begin(self, conn: Connection, *, write: bool, appends: bool = True) -> Any:
+        """Start a transaction (a write one takes the backend's write lock); returns what
+        :meth:`commit` and :meth:`rollback` need.
+
+        ``appends=False`` promises that the transaction inserts no events: on PostgreSQL
+        it then does not take the writers' lock at its BEGIN (checkpoints and archive
+        removals wait for the writers instead, which a holder could not do without a
+        deadlock), and :meth:`check_writer` refuses an insert in it.
+        """
+        conn.execution_options(symfonic_write=write, symfonic_appends=appends)
+        return conn.begin()
+
+    def commit(self, conn: Connection, tx: Any) -> None:
+        tx.commit()
+
+    def rollback(self, conn: Connection, tx: Any) -> None:
+        """End the transaction without its changes; safe after a failed commit."""
+        if tx.is_active:
+            tx.rollback()
+
+    def check_writer(self, conn: Connection) -> None:
+        """Refuse to insert events in a transaction the backend cannot keep gap-safe."""
 
     def lock_setup(self, conn: Connection) -> None:
         """Keep two concurrent ``setup()`` calls from both creating the tables."""
@@ -88,6 +190,16 @@ class Executor:
     def lock_evidence(self, conn: Connection) -> None:
         """Serialise checkpoints and archive removals until commit, where the backend needs
         it (SQLite's write transaction already holds the database lock)."""
+
+    def wait_for_writers(self, conn: Connection) -> None:
+        """Return once every write transaction that began before the call has ended, so
+        that no event can commit later at or below the log's last position now.
+
+        SQLite: nothing to wait for (its write transaction is the only writer). PostgreSQL:
+        the writers' lock taken EXCLUSIVE at session level, then let go (new writers wait
+        meanwhile); only from a transaction begun with ``appends=False``, which holds no
+        share of it.
+        """
 
 
 class CoreExecutor(Executor):
@@ -109,13 +221,35 @@ class CoreExecutor(Executor):
             conn.execute(stmt, [dict(r) for r in rows])
 
 
+def _check_postgres_writer(conn: Connection) -> None:
+    # Readers trust that every transaction inserting events took the writers' lock at
+    # its BEGIN, before it had a transaction id: the fast path's BEGIN, or the one the
+    # store's engines send for every transaction.
+    # A transaction begun with appends=False did not take it, and must not insert.
+    tx = state_of(conn).tx
+    if tx is not None:
+        ok = tx == "write"
+    else:
+        ok = bool(
+            getattr(conn.engine, "_symfonic_postgres", False)
+            and conn.in_transaction()
+            and conn.get_execution_options().get("symfonic_appends", True)
+        )
+    if not ok:
+        raise AssertionError(
+            "events must be appended in a write transaction of an engine prepared by "
+            "symfonic_store.db.engines (run_write on a store's engine, appends=True)"
+        )
+
+
 class PostgresExecutor(CoreExecutor):
-    """Core statements, plus PostgreSQL's advisory locks."""
+    """Core statements, plus PostgreSQL's advisory locks and gap-safe reads."""
 
     name = "postgresql"
+    reads_below_horizon = True
 
-    def lock_positions(self, conn: Connection) -> None:
-        conn.execute(_LOCK_POSITIONS)
+    def check_writer(self, conn: Connection) -> None:
+        _check_postgres_writer(conn)
 
     def lock_setup(self, conn: Connection) -> None:
         conn.execute(_LOCK_SETUP)
@@ -123,23 +257,32 @@ class PostgresExecutor(CoreExecutor):
     def lock_evidence(self, conn: Connection) -> None:
         conn.execute(_LOCK_EVIDENCE)
 
+    def wait_for_writers(self, conn: Connection) -> None:
+        _wait_for_writers(conn)
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(slots=True)
 class Prepared:
     """A Core statement compiled for one dialect, ready for the driver's cursor."""
 
     sql: str
-    binds: tuple[tuple[str, Any, Processor], ...]
-    """``(name, default value, bind processor)`` in the driver's parameter order."""
-    processed: tuple[tuple[int, Callable[[Any], Any]], ...]
-    """``(column index, result processor)`` for the columns whose type converts values."""
+    binds: tuple[tuple[str, str, Any, Processor], ...]
+    """``(name, placeholder name, default value, bind processor)``, in the driver's
+    parameter order (for a positional paramstyle)."""
+    named: bool
+    """Does the driver take a dict by placeholder name (else a tuple in order)?"""
+    columns: tuple[sa.types.TypeEngine[Any], ...]
+    """The selected columns' types (none for a write)."""
+    processed: tuple[tuple[int, Callable[[Any], Any]], ...] | None = None
+    """``(column index, result processor)`` for the columns whose type converts values;
+    made at the first fetch, from the driver's column type codes (PostgreSQL's numeric
+    processors depend on them)."""
 
 
-class SQLiteCursorExecutor(Executor):
-    """The fast path: prepared statements on the SQLite driver's cursor (one per dialect)."""
+class CursorExecutor(Executor):
+    """The fast path's machinery: Core statements compiled once, run on the driver's cursor."""
 
-    name = "sqlite-cursor"
-    reads_outside_transaction = True
+    takes_json_text = True
 
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
@@ -159,50 +302,113 @@ class SQLiteCursorExecutor(Executor):
                 dialect=dialect, column_keys=list(column_keys) if column_keys is not None else None
             ),
         )
-        assert compiled.positiontup is not None, "the fast path needs a positional paramstyle"
+        named = compiled.positiontup is None
+        names = list(compiled.binds) if named else list(compiled.positiontup or ())
+        escaped: Mapping[str, str] = compiled.escaped_bind_names or {}
         binds = []
-        for name in compiled.positiontup:
+        for name in names:
             bind = compiled.binds[name]
-            processor = bind.type.dialect_impl(dialect).bind_processor(dialect)
-            binds.append((name, bind.value, processor))
-        results: list[Processor] = []
-        if isinstance(stmt, sa.Select):
-            results = [
-                c.type.dialect_impl(dialect).result_processor(dialect, None)
-                for c in stmt.selected_columns
-            ]
-        processed = tuple((i, p) for i, p in enumerate(results) if p is not None)
-        prepared = Prepared(compiled.string, tuple(binds), processed)
+            impl = bind.type.dialect_impl(dialect)
+            processor: Processor = impl.bind_processor(dialect)
+            if isinstance(bind.type, sa.JSON):
+                processor = _keeping_json_text(processor)
+            binds.append((name, escaped.get(name, name), bind.value, processor))
+        columns = (
+            tuple(c.type for c in stmt.selected_columns) if isinstance(stmt, sa.Select) else ()
+        )
+        prepared = Prepared(compiled.string, tuple(binds), named, columns)
         self._prepared[key] = prepared
         return prepared
 
+    def _processors(self, prepared: Prepared, description: Any) -> tuple[tuple[int, Callable[[Any], Any]], ...]:
+        dialect = self.dialect
+        results = [
+            column.dialect_impl(dialect).result_processor(
+                dialect, description[i][1] if description else None
+            )
+            for i, column in enumerate(prepared.columns)
+        ]
+        prepared.processed = tuple((i, p) for i, p in enumerate(results) if p is not None)
+        return prepared.processed
+
     @staticmethod
-    def _args(prepared: Prepared, params: Mapping[str, Any]) -> tuple[Any, ...]:
+    def _args(prepared: Prepared, params: Mapping[str, Any]) -> Any:
+        if prepared.named:
+            named = {}
+            for name, placeholder, default, processor in prepared.binds:
+                value = params.get(name, default)
+                named[placeholder] = value if processor is None else processor(value)
+            return named
         out = []
-        for name, default, processor in prepared.binds:
+        for name, _, default, processor in prepared.binds:
             value = params.get(name, default)
             out.append(value if processor is None else processor(value))
         return tuple(out)
 
-    def _driver_error(self, prepared: Prepared, args: Any, exc: Exception) -> Exception:
-        return sa.exc.DBAPIError.instance(
-            prepared.sql, args, exc, self._error, dialect=self.dialect
+    def _driver_error(self, conn: Connection, sql: str, args: Any, exc: Exception) -> Exception:
+        """The driver's error as SQLAlchemy would raise it: wrapped, and, when it means
+        the connection is gone, flagged so and the connection invalidated (the pool will
+        not hand it out again), as ``Connection.execute`` does."""
+        dbapi = conn.connection.dbapi_connection if not conn.invalidated else None
+        lost = self.dialect.is_disconnect(exc, dbapi, None)  # type: ignore[arg-type]
+        error = sa.exc.DBAPIError.instance(
+            sql, args, exc, self._error, dialect=self.dialect, connection_invalidated=lost
         )
+        if lost:
+            self._drop_cursors(conn)
+            if not conn.invalidated:
+                conn.invalidate(exc)
+        return error
+
+    @staticmethod
+    def _drop_cursors(conn: Connection) -> None:
+        # A cursor keeps its statement alive, and SQLite keeps a closed connection open
+        # (with its locks) until every statement is finalized: let go of them now.
+        state = state_of(conn)
+        cached, state.cursors = state.cursors, None
+        if cached is not None:
+            for cursor in cached[1:]:
+                try:
+                    cursor.close()
+                except Exception:  # the connection is gone: nothing left to release
+                    pass
+
+    @staticmethod
+    def _cursors(conn: Connection) -> tuple[Any, Any]:
+        """The driver connection's two cursors, made once: one for reads, one for writes
+        (in psycopg's pipeline mode a write's result arrives on its cursor later, so a
+        read must not share it)."""
+        state = state_of(conn)
+        dbapi = conn.connection.dbapi_connection
+        cached = state.cursors
+        if cached is None or cached[0] is not dbapi:
+            assert dbapi is not None
+            cached = state.cursors = (dbapi, dbapi.cursor(), dbapi.cursor())
+        return cached[1], cached[2]
+
+    def _run(self, conn: Connection, sql: str) -> None:
+        """Transaction control straight on the driver, its errors wrapped like SQLAlchemy's."""
+        try:
+            # _cursors() inside the try: on a connection that died it raises the
+            # driver's error, which must reach translate_errors wrapped like any other.
+            self._cursors(conn)[1].execute(sql)
+        except self._error as exc:
+            raise self._driver_error(conn, sql, (), exc) from exc
 
     def fetch(
         self, conn: Connection, stmt: sa.Select[Any], params: Mapping[str, Any]
     ) -> Sequence[Sequence[Any]]:
         prepared = self.prepare(stmt)
         args = self._args(prepared, params)
-        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
         try:
+            cursor = self._cursors(conn)[0]
             cursor.execute(prepared.sql, args)
             raw = cursor.fetchall()
+            processed = prepared.processed
+            if processed is None:
+                processed = self._processors(prepared, cursor.description)
         except self._error as exc:
-            raise self._driver_error(prepared, args, exc) from exc
-        finally:
-            cursor.close()
-        processed = prepared.processed
+            raise self._driver_error(conn, prepared.sql, args, exc) from exc
         if not processed:
             return cast("list[Sequence[Any]]", raw)
         rows: list[Sequence[Any]] = []
@@ -224,22 +430,222 @@ class SQLiteCursorExecutor(Executor):
             return
         prepared = self.prepare(cast(sa.ClauseElement, stmt), column_keys)
         many = [self._args(prepared, row) for row in rows]
-        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
         try:
+            cursor = self._cursors(conn)[1]
             if len(many) == 1:
                 cursor.execute(prepared.sql, many[0])
+            elif state_of(conn).pipeline is not None:
+                # executemany() would open a pipeline of its own and sync it: in the
+                # open pipeline, one execute per row travels with the rest.
+                for args in many:
+                    cursor.execute(prepared.sql, args)
             else:
                 cursor.executemany(prepared.sql, many)
         except self._error as exc:
-            raise self._driver_error(prepared, many, exc) from exc
+            raise self._driver_error(conn, prepared.sql, many, exc) from exc
+
+    # --- transactions on the driver ---------------------------------------------
+    #
+    # SQLAlchemy's ``commit`` and ``rollback`` events still fire, just before the driver
+    # is told (listeners that watch transactions, e.g. fault injection, keep working);
+    # what the fast path skips is SQLAlchemy's bookkeeping around them. When a statement
+    # went through SQLAlchemy meanwhile, SQLAlchemy holds the transaction too and ends
+    # it itself, through the driver, which then has nothing left to do.
+
+    def _mark_write(self, conn: Connection, state: _State) -> None:
+        # Listeners (and the engines' BEGIN for a statement through SQLAlchemy) read the
+        # connection's symfonic_write option, as on the Core path; set only on a change.
+        if state.write_option is not True:
+            conn.execution_options(symfonic_write=True)
+            state.write_option = True
+
+    def _commit_on_driver(self, conn: Connection) -> None:
+        if conn.in_transaction():
+            try:
+                conn.commit()  # SQLAlchemy joined: its commit() is the driver's, events and all
+            except sa.exc.DBAPIError as exc:
+                if exc.connection_invalidated:
+                    self._drop_cursors(conn)
+                raise
+            return
+        conn.dispatch.commit(conn)
+        dbapi = conn.connection.dbapi_connection
+        try:
+            self.dialect.do_commit(dbapi)  # type: ignore[arg-type]
+        except self._error as exc:
+            raise self._driver_error(conn, "COMMIT", (), exc) from exc
+
+    def _rollback_on_driver(self, conn: Connection) -> None:
+        if conn.invalidated:
+            self._drop_cursors(conn)
+        if conn.in_transaction():
+            conn.rollback()
+            return
+        if conn.invalidated:
+            return  # the connection is gone: the server rolled the transaction back
+        conn.dispatch.rollback(conn)
+        try:
+            self.dialect.do_rollback(conn.connection.dbapi_connection)  # type: ignore[arg-type]
+        except self._error:
+            pass  # the connection is gone too: the server rolls the transaction back
+
+
+def _keeping_json_text(processor: Processor) -> Processor:
+    """A JSON column's bind processor that binds :class:`JsonText` as it is."""
+
+    def process(value: Any) -> Any:
+        if type(value) is JsonText:
+            return str(value)
+        return value if processor is None else processor(value)
+
+    return process
+
+
+class SQLiteCursorExecutor(CursorExecutor):
+    """The fast path on SQLite: its own BEGIN IMMEDIATE and COMMIT on the driver."""
+
+    name = "sqlite-cursor"
+    reads_outside_transaction = True
+
+    def begin(self, conn: Connection, *, write: bool, appends: bool = True) -> Any:
+        state = state_of(conn)
+        if write:
+            self._mark_write(conn, state)
+        self._run(conn, "BEGIN IMMEDIATE" if write else "BEGIN")
+        state.tx = "write" if write else "read"
+        return None
+
+    def commit(self, conn: Connection, tx: Any) -> None:
+        self._commit_on_driver(conn)  # a failure leaves it open: rollback() ends it
+        state_of(conn).tx = None
+
+    def rollback(self, conn: Connection, tx: Any) -> None:
+        state = state_of(conn)
+        if state.tx is not None:
+            state.tx = None
+            self._rollback_on_driver(conn)
+
+
+class PostgresCursorExecutor(CursorExecutor):
+    """The fast path on PostgreSQL (psycopg, synchronous): compiled statements, and write
+    transactions in pipeline mode with the writers' lock at their BEGIN."""
+
+    name = "postgresql-cursor"
+    reads_outside_transaction = True
+    reads_below_horizon = True
+
+    def __init__(self, dialect: Dialect) -> None:
+        super().__init__(dialect)
+        import psycopg
+
+        self._pipelines = psycopg.Pipeline.is_supported()
+
+    def begin(self, conn: Connection, *, write: bool, appends: bool = True) -> Any:
+        # A read needs no transaction: under READ COMMITTED each statement reads its own
+        # snapshot either way. (A statement through SQLAlchemy begins one as usual.)
+        if not write:
+            return None
+        state = state_of(conn)
+        self._mark_write(conn, state)
+        if not appends:
+            self._run(conn, "BEGIN")  # not among the writers (see Executor.begin)
+            state.tx = "write, no events"
+            return None
+        if not self._pipelines:
+            self._run(conn, "BEGIN; " + WRITERS_LOCK)
+        else:
+            try:
+                cursor = self._cursors(conn)[1]
+                pipeline = cursor.connection.pipeline()
+                pipeline.__enter__()
+                state.pipeline = pipeline
+                # Queued: they travel with the transaction's first read. Explicit, so a
+                # sync inside the pipeline (psycopg makes one now and then) never
+                # commits half a transaction.
+                cursor.execute("BEGIN")
+                cursor.execute(WRITERS_LOCK)
+            except self._error as exc:
+                self._leave_pipeline(conn, exc)
+                raise self._driver_error(conn, "BEGIN", (), exc) from exc
+        state.tx = "write"
+        return None
+
+    def _leave_pipeline(self, conn: Connection, exc: BaseException | None = None) -> None:
+        """Send what is queued and leave pipeline mode (its first error raised, unless
+        ``exc`` is already on its way)."""
+        state = state_of(conn)
+        pipeline, state.pipeline = state.pipeline, None
+        if pipeline is not None:
+            if exc is None:
+                pipeline.__exit__(None, None, None)
+            else:
+                pipeline.__exit__(type(exc), exc, exc.__traceback__)
+
+    def commit(self, conn: Connection, tx: Any) -> None:
+        state = state_of(conn)
+        if state.tx is None:  # a read: end what SQLAlchemy began, if any
+            if conn.in_transaction():
+                conn.commit()
+            return
+        if state.pipeline is None:
+            self._commit_on_driver(conn)
+        else:
+            conn.dispatch.commit(conn)
+            try:
+                self._commit_pipeline(conn)
+            except self._error as exc:
+                raise self._driver_error(conn, "COMMIT", (), exc) from exc
+        state.tx = None
+
+    def _commit_pipeline(self, conn: Connection) -> None:
+        """COMMIT queued behind the writes, and the pipeline sent: one round trip.
+
+        (Not ``dialect.do_commit``: psycopg's commit() syncs the pipeline, and leaving
+        the pipeline then syncs once more, a round trip for nothing.)
+        """
+        self._cursors(conn)[1].execute("COMMIT")
+        self._leave_pipeline(conn)
+
+    def rollback(self, conn: Connection, tx: Any) -> None:
+        state = state_of(conn)
+        if state.tx is None:
+            if conn.in_transaction():
+                conn.rollback()
+            return
+        try:
+            if state.pipeline is not None:
+                self._leave_pipeline(conn, RuntimeError("rolling back"))
+        except self._error:
+            pass  # what the pipeline still held failed too: all of it is rolled back
         finally:
-            cursor.close()
+            state.tx = None
+            self._rollback_on_driver(conn)
+
+    def check_writer(self, conn: Connection) -> None:
+        _check_postgres_writer(conn)
+
+    def lock_setup(self, conn: Connection) -> None:
+        conn.execute(_LOCK_SETUP)
+
+    def lock_evidence(self, conn: Connection) -> None:
+        conn.execute(_LOCK_EVIDENCE)
+
+    def wait_for_writers(self, conn: Connection) -> None:
+        _wait_for_writers(conn)
+
+
+def leave_pipeline_for_sqlalchemy(conn: Connection) -> None:
+    """Called by the engines' ``begin`` listener when SQLAlchemy joins a fast-path
+    transaction: end the pipeline (SQLAlchemy needs each result at once), for good."""
+    state = state_of(conn)
+    pipeline, state.pipeline = state.pipeline, None
+    if pipeline is not None:
+        pipeline.__exit__(None, None, None)
 
 
 _CORE = CoreExecutor()
 _POSTGRES = PostgresExecutor()
-_FAST: weakref.WeakKeyDictionary[Dialect, SQLiteCursorExecutor] = weakref.WeakKeyDictionary()
-_INFO_KEY = "symfonic_executor"
+_FAST: weakref.WeakKeyDictionary[Dialect, CursorExecutor] = weakref.WeakKeyDictionary()
 
 
 def _listened(conn: Connection) -> bool:
@@ -247,27 +653,39 @@ def _listened(conn: Connection) -> bool:
     return bool(dispatch.before_cursor_execute) or bool(dispatch.after_cursor_execute)
 
 
+def _fast(dialect: Dialect, kind: type[CursorExecutor]) -> CursorExecutor:
+    fast = _FAST.get(dialect)
+    if fast is None:
+        fast = _FAST[dialect] = kind(dialect)
+    return fast
+
+
 def choose_executor(conn: Connection) -> Executor:
     """The executor for ``conn``'s backend and settings (see the module docstring)."""
     dialect = conn.dialect
+    fast = conn.engine.get_execution_options().get(FAST_PATH_OPTION, True) and not _listened(conn)
     if dialect.name == "postgresql":
+        if fast and dialect.driver == "psycopg" and not dialect.is_async:
+            return _fast(dialect, PostgresCursorExecutor)
         return _POSTGRES
-    if (
-        dialect.name == "sqlite"
-        and conn.engine.get_execution_options().get(FAST_PATH_OPTION, True)
-        and not _listened(conn)
-    ):
-        fast = _FAST.get(dialect)
-        if fast is None:
-            fast = _FAST[dialect] = SQLiteCursorExecutor(dialect)
-        return fast
+    if dialect.name == "sqlite" and fast:
+        return _fast(dialect, SQLiteCursorExecutor)
     return _CORE
 
 
+def choose_executor_again(conn: Connection) -> Executor:
+    """Choose ``conn``'s executor anew (at the start of each operation): a connection the
+    store holds for a long time must notice a statement listener added since."""
+    executor = state_of(conn).executor = choose_executor(conn)
+    return executor
+
+
 def executor_for(conn: Connection) -> Executor:
-    """The executor of ``conn``, chosen once per DBAPI connection and kept in its info."""
-    info = conn.info
-    executor = info.get(_INFO_KEY)
+    """The executor of ``conn``, chosen once per ``Connection`` and kept on it."""
+    state: _State | None = getattr(conn, _STATE, None)
+    if state is None:
+        state = state_of(conn)
+    executor = state.executor
     if executor is None:
-        executor = info[_INFO_KEY] = choose_executor(conn)
-    return cast(Executor, executor)
+        executor = state.executor = choose_executor(conn)
+    return executor

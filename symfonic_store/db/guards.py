@@ -30,6 +30,8 @@ from .schema import (
     EVENTS_TABLE,
     POSTGRES_APPEND_ONLY_FUNCTION,
     POSTGRES_APPEND_ONLY_TRIGGER_NAMES,
+    POSTGRES_TX_ID_TRIGGER,
+    POSTGRES_TX_ID_TRIGGER_NAME,
     SQLITE_APPEND_ONLY_TRIGGER_NAMES,
     SQLITE_APPEND_ONLY_TRIGGERS,
     events,
@@ -67,6 +69,7 @@ _SQLITE_EXPECTED = {
     name: _words(sql) for name, sql in zip(SQLITE_APPEND_ONLY_TRIGGER_NAMES, SQLITE_APPEND_ONLY_TRIGGERS, strict=True)
 }
 _PG_EXPECTED_BODY = _pg_body(POSTGRES_APPEND_ONLY_FUNCTION)
+_PG_TX_ID_BODY = _pg_body(POSTGRES_TX_ID_TRIGGER[0])
 _PG_STATES = {"D": "disabled", "R": "enabled for replication sessions only"}
 
 
@@ -120,6 +123,17 @@ def _postgres_problems(conn: Connection) -> list[str]:
                 f"the function {row[2]}() behind the append-only trigger {name} was replaced "
                 "by one that does not refuse the write"
             )
+    order = found.get(POSTGRES_TX_ID_TRIGGER_NAME)
+    if order is None or str(order[1]) not in ENABLED or _words(str(order[3])) != _PG_TX_ID_BODY:
+        what = "missing" if order is None else (
+            _PG_STATES.get(str(order[1]), "replaced") if str(order[1]) not in ENABLED else "replaced"
+        )
+        problems.append(
+            f"the read-order trigger {POSTGRES_TX_ID_TRIGGER_NAME} on {EVENTS_TABLE} is {what}: "
+            "events appended meanwhile keep their transaction's id as read key, so a "
+            f"thread's events may be read out of version order (ALTER TABLE {EVENTS_TABLE} "
+            f"ENABLE TRIGGER {POSTGRES_TX_ID_TRIGGER_NAME} turns a disabled one back on)"
+        )
     return problems
 
 

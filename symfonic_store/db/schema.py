@@ -106,9 +106,21 @@ events = sa.Table(
     sa.Column("data", sa.JSON(), nullable=False),
     sa.Column("occurred_at", UTCDateTime(), nullable=False),
     sa.Column("hash", sa.String(64), nullable=False),
+    # PostgreSQL only (NULL on SQLite): the key gap-safe readers order and page on (I11,
+    # SPEC §11), set by the trigger of POSTGRES_TX_ID_TRIGGER (its default, the inserting
+    # transaction's id, when the trigger is off), never by the application.
+    sa.Column("tx_id", sa.BigInteger(), nullable=True),
     sa.UniqueConstraint("thread_id", "version", name="uq_symfonic_events_thread_version"),
     sa.Index("ix_symfonic_events_interrupt", "thread_id", "interrupt_id"),
     sa.Index("ix_symfonic_events_actor", "actor", "occurred_at"),
+    # The read order of PostgreSQL's gap-safe readers; SQLite (tx_id always NULL) keeps
+    # no entries, so its appends do not pay for it.
+    sa.Index(
+        "ix_symfonic_events_tx",
+        "tx_id",
+        "position",
+        sqlite_where=sa.text("tx_id IS NOT NULL"),
+    ),
     sa.Index(
         "uq_symfonic_events_one_mint",
         "thread_id",
@@ -329,6 +341,41 @@ POSTGRES_APPEND_ONLY_TRIGGERS = (
     FOR EACH STATEMENT EXECUTE FUNCTION symfonic_events_append_only()
     """,
 )
+# --- the read key of gap-safe readers on PostgreSQL (I11, SPEC §11) -------------------
+#
+# Each event's tx_id is at least the id of the transaction that inserted it
+# (pg_current_xact_id(), a 64-bit xid8 that never wraps), and at least the tx_id of the
+# event before it on its thread, so ordering by (tx_id, position) keeps each thread in
+# version order even when a transaction that got its id earlier commits on the thread
+# after one that got a later id. Readers only return events whose tx_id is below every
+# transaction still writing (symfonic_store.db.statements.read_horizon): a late commit
+# always lands above the reader's cursor, never behind it.
+POSTGRES_TX_ID_TRIGGER_NAME = "symfonic_events_tx_id"
+POSTGRES_TX_ID_TRIGGER = (
+    """
+    CREATE FUNCTION symfonic_events_tx_id() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        NEW.tx_id := GREATEST(
+            pg_current_xact_id()::text::bigint,
+            (SELECT e.tx_id FROM symfonic_events e
+              WHERE e.thread_id = NEW.thread_id AND e.version = NEW.version - 1)
+        );
+        RETURN NEW;
+    END
+    $$
+    """,
+    """
+    CREATE TRIGGER symfonic_events_tx_id
+    BEFORE INSERT ON symfonic_events
+    FOR EACH ROW EXECUTE FUNCTION symfonic_events_tx_id()
+    """,
+)
+POSTGRES_DROP_TX_ID_TRIGGER = (
+    "DROP TRIGGER IF EXISTS symfonic_events_tx_id ON symfonic_events",
+    "DROP FUNCTION IF EXISTS symfonic_events_tx_id()",
+)
+
 POSTGRES_DROP_TRIGGERS = (
     "DROP TRIGGER IF EXISTS symfonic_events_no_truncate ON symfonic_events",
     "DROP TRIGGER IF EXISTS symfonic_events_no_update_delete ON symfonic_events",

@@ -9,7 +9,8 @@ alone knows the backend.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -19,7 +20,8 @@ from sqlalchemy.engine import Connection, Row
 from ..events import ENDINGS, MINTED, RESUME_REJECTED, ROUTE_DECIDED, NewEvent, StoredEvent
 from ..native import NATIVE_SOURCE
 from ..projection import ThreadState
-from .executor import executor_for
+from ..protocol import MARKER_KEYS
+from .executor import WRITERS_LOCK_KEY, Executor, JsonText, executor_for
 from .schema import (
     archived_threads,
     archives,
@@ -74,17 +76,31 @@ def to_event(row: Row[Any] | Sequence[Any]) -> StoredEvent:
 
 def to_thread(row: Row[Any] | Sequence[Any]) -> ThreadState:
     thread_id, version, last_hash, run_id, pending, pending_since = tuple(row)
+    if pending is not None and list(pending) != _MARKER_ORDER:
+        # Stored as its mint's canonical JSON (sorted keys): handed out in the seed's order.
+        ordered = {key: pending[key] for key in MARKER_KEYS if key in pending}
+        pending = {**ordered, **pending}
     return ThreadState(thread_id, version, last_hash, run_id, pending, pending_since)
 
 
-def thread_row(state: ThreadState) -> dict[str, Any]:
-    """The projection row of a thread (its columns derived from the folded state)."""
+_MARKER_ORDER = list(MARKER_KEYS)
+
+
+def thread_row(state: ThreadState, pending_json: str | None = None) -> dict[str, Any]:
+    """The projection row of a thread (its columns derived from the folded state).
+
+    ``pending_json``: the pending marker already encoded (the JSON of its mint), bound as
+    it is where the executor takes encoded JSON.
+    """
+    pending: Any = state.pending
+    if pending is not None and pending_json is not None:
+        pending = JsonText(pending_json)
     return {
         "thread_id": state.thread_id,
         "version": state.version,
         "last_hash": state.last_hash,
         "run_id": state.run_id,
-        "pending": state.pending,
+        "pending": pending,
         "pending_interrupt_id": state.pending_interrupt_id,
         "pending_run_id": state.pending_run_id,
         "pending_minted_at": state.pending_minted_at,
@@ -108,6 +124,38 @@ def load_thread(conn: Connection, thread_id: str, *, for_update: bool) -> Thread
     return to_thread(rows[0]) if rows else None
 
 
+_MINTED_ON_THREAD = (
+    sa.select(events.c.position)
+    .where(events.c.thread_id == sa.bindparam("t"))
+    .where(events.c.interrupt_id == sa.bindparam("i"))
+    .where(events.c.type == MINTED)
+    .exists()
+)
+_LOAD_THREAD_PROBING_MINT = (
+    sa.select(*THREAD_COLUMNS, _MINTED_ON_THREAD)
+    .where(threads.c.thread_id == sa.bindparam("t"))
+    .with_for_update(of=threads)
+)
+
+
+def load_thread_probing_mint(
+    conn: Connection, thread_id: str, interrupt_id: str
+) -> tuple[ThreadState | None, bool]:
+    """The thread's row locked for update, and whether ``interrupt_id`` was minted on it.
+
+    One statement. On PostgreSQL the probe reads the statement's snapshot, which may be
+    older than the row lock it waited for: a mint committed meanwhile is then missed,
+    and the mint appended again loses on ``uq_symfonic_events_one_mint`` and is retried,
+    so the answer the caller acts on is always right.
+    """
+    rows = executor_for(conn).fetch(
+        conn, _LOAD_THREAD_PROBING_MINT, {"t": thread_id, "i": interrupt_id}
+    )
+    if not rows:
+        return None, False
+    return to_thread(rows[0][:-1]), bool(rows[0][-1])
+
+
 _INSERT_THREAD = threads.insert()
 _UPDATE_THREAD = (
     threads.update()
@@ -125,18 +173,35 @@ _UPDATE_THREAD = (
 )
 
 
-def insert_threads(conn: Connection, states: Iterable[ThreadState]) -> None:
-    rows = [thread_row(s) for s in states]
-    executor_for(conn).write(conn, _INSERT_THREAD, rows, THREAD_ROW_KEYS)
+def _thread_rows(
+    executor: Executor, states: Sequence[ThreadState], pending_json: Sequence[str | None] | None
+) -> list[dict[str, Any]]:
+    if pending_json is None or not executor.takes_json_text:
+        return [thread_row(s) for s in states]
+    return [thread_row(s, j) for s, j in zip(states, pending_json, strict=True)]
 
 
-def update_threads(conn: Connection, states: Iterable[ThreadState]) -> None:
-    rows = []
-    for state in states:
-        row = thread_row(state)
+def insert_threads(
+    conn: Connection,
+    states: Sequence[ThreadState],
+    pending_json: Sequence[str | None] | None = None,
+) -> None:
+    """Insert projection rows (``pending_json``: each pending marker's JSON, when known)."""
+    executor = executor_for(conn)
+    executor.write(conn, _INSERT_THREAD, _thread_rows(executor, states, pending_json), THREAD_ROW_KEYS)
+
+
+def update_threads(
+    conn: Connection,
+    states: Sequence[ThreadState],
+    pending_json: Sequence[str | None] | None = None,
+) -> None:
+    """Update projection rows (``pending_json`` as for :func:`insert_threads`)."""
+    executor = executor_for(conn)
+    rows = _thread_rows(executor, states, pending_json)
+    for row in rows:
         row["b_thread_id"] = row.pop("thread_id")
-        rows.append(row)
-    executor_for(conn).write(conn, _UPDATE_THREAD, rows)
+    executor.write(conn, _UPDATE_THREAD, rows)
 
 
 def delete_all_threads(conn: Connection) -> None:
@@ -312,16 +377,17 @@ def count_wakeups(conn: Connection, *, thread_ids: Sequence[str] | None) -> int:
 _INSERT_EVENT = events.insert()
 
 
-def lock_positions(conn: Connection) -> None:
-    """Serialise position allocation until commit, where the backend needs it (I11)."""
-    executor_for(conn).lock_positions(conn)
-
-
 def insert_events(conn: Connection, new_events: Sequence[NewEvent]) -> None:
     if not new_events:
         return
+    executor = executor_for(conn)
     rows = [e.row() for e in new_events]
-    executor_for(conn).write(conn, _INSERT_EVENT, rows, EVENT_ROW_KEYS)
+    if executor.takes_json_text:
+        # The canonical text the hash covers, stored as it is: encoded once.
+        for row, event in zip(rows, new_events, strict=True):
+            if event.data_json:
+                row["data"] = JsonText(event.data_json)
+    executor.write(conn, _INSERT_EVENT, rows, EVENT_ROW_KEYS)
 
 
 _INTERRUPT_EVENTS = (
@@ -370,10 +436,193 @@ def thread_events_query(
 
 
 def events_after_query(after: int, limit: int | None) -> sa.Select[Any]:
+    """Events after a position in position order: gap-safe where positions commit in
+    order (SQLite's one writer); see :func:`events_after`."""
     query = sa.select(*EVENT_COLUMNS).where(events.c.position > after).order_by(events.c.position)
     if limit is not None:
         query = query.limit(limit)
     return query
+
+
+def events_after(conn: Connection, after: int, limit: int | None) -> list[StoredEvent]:
+    """The events a consumer whose cursor is the position ``after`` has not seen (I11).
+
+    Where positions commit in order (SQLite) this is position order. On PostgreSQL,
+    whose writers commit in parallel, a position taken early may commit late: the read
+    order is ``(tx_id, position)`` (position order within each thread), and only events
+    below the writers' horizon are returned (:func:`read_horizon`), so an event that
+    commits later always sorts after every event already returned. The cursor stays a
+    position: positions are unique, so the event at ``after`` says where in that order
+    the consumer is; an ``after`` that names no event (0, or a removed one) starts after
+    the nearest event below it.
+    """
+    executor = executor_for(conn)
+    if not executor.reads_below_horizon:
+        return read_page(conn, events_after_query(after, limit))
+    horizon = read_horizon(conn, after=after)
+    params = {"ctx": horizon.cursor[0], "cpos": horizon.cursor[1], "h": horizon.below, "n": limit}
+    return [to_event(r) for r in executor.fetch(conn, _EVENTS_BELOW_HORIZON, params)]
+
+
+# --- the writers' horizon on PostgreSQL (I11, SPEC §11) ------------------------------
+#
+# Every write transaction takes the writers' lock (executor.WRITERS_LOCK_KEY) in SHARE
+# mode at its BEGIN, before it has a transaction id, and every event's tx_id is at least
+# its transaction's id (the trigger of schema.POSTGRES_TX_ID_TRIGGER). One statement
+# reads the lock's holders and their transaction ids (pg_stat_activity.backend_xid,
+# which the server sets the moment an id is assigned); a LATER statement (a newer
+# snapshot, as READ COMMITTED gives each statement) reads the events whose tx_id is
+# below all of them and below the first statement's xmax:
+#
+# - a writer holding the lock either shows its id, or has none yet and gets one later,
+#   >= that xmax;
+# - a writer that took the lock after it was read gets its id later still, >= xmax;
+# - a writer that let go of the lock before it was read had committed (or rolled back)
+#   before the events are read: its events are visible, or never will be.
+#
+# So no event below the horizon can appear later, and a consumer whose cursor came from
+# such a read never skips one. Only this schema's writers hold the horizon back: a long
+# transaction elsewhere in the database does not delay the readers of this store.
+
+_pg_locks = sa.table(
+    "pg_locks",
+    sa.column("locktype", sa.Text()),
+    sa.column("classid", sa.Text()),
+    sa.column("objid", sa.Text()),
+    sa.column("objsubid", sa.Integer()),
+    sa.column("pid", sa.Integer()),
+)
+_pg_stat_activity = sa.table(
+    "pg_stat_activity",
+    sa.column("pid", sa.Integer()),
+    sa.column("backend_xid", sa.Text()),
+    sa.column("xact_start", sa.DateTime()),
+)
+_XID_SPACE = 2**32
+
+
+def _as_bigint(value: Any) -> sa.ColumnElement[int]:
+    """An oid, xid or xid8 as a BIGINT (PostgreSQL has no direct cast: through text)."""
+    return sa.cast(sa.cast(value, sa.Text()), sa.BigInteger())
+
+
+def _horizon_query() -> sa.Select[Any]:
+    snapshot = sa.func.pg_current_snapshot()
+    schema_key = sa.cast(sa.func.hashtext(sa.func.current_schema()), sa.BigInteger()).op("&")(
+        _XID_SPACE - 1
+    )
+    writers = (
+        sa.select(
+            sa.literal(True).label("present"),
+            _pg_locks.c.pid.label("pid"),
+            _as_bigint(_pg_stat_activity.c.backend_xid).label("xid"),
+            sa.func.extract(
+                "epoch", sa.func.clock_timestamp() - _pg_stat_activity.c.xact_start
+            ).label("age"),
+        )
+        .select_from(
+            _pg_locks.outerjoin(_pg_stat_activity, _pg_stat_activity.c.pid == _pg_locks.c.pid)
+        )
+        .where(_pg_locks.c.locktype == "advisory")
+        .where(_pg_locks.c.pid != sa.func.pg_backend_pid())  # this reader's own session
+        .where(_as_bigint(_pg_locks.c.classid) == WRITERS_LOCK_KEY)
+        .where(_as_bigint(_pg_locks.c.objid) == schema_key)
+        .where(_pg_locks.c.objsubid == 2)
+        .subquery("writers")
+    )
+    before = (
+        sa.select(events.c.tx_id, events.c.position)
+        .where(events.c.position <= sa.bindparam("after", type_=sa.BigInteger()))
+        .order_by(events.c.position.desc())
+        .limit(1)
+        .subquery("cursor_event")
+    )
+    head = sa.select(
+        _as_bigint(sa.func.pg_snapshot_xmax(snapshot)).label("xmax"),
+        _as_bigint(sa.func.pg_snapshot_xmin(snapshot)).label("xmin"),
+        sa.func.current_setting("transaction_isolation").label("isolation"),
+        sa.select(before.c.tx_id).scalar_subquery().label("ctx"),
+        sa.select(before.c.position).scalar_subquery().label("cpos"),
+    ).subquery("head")
+    return sa.select(
+        head.c.xmax, head.c.xmin, head.c.isolation, head.c.ctx, head.c.cpos,
+        writers.c.present, writers.c.pid, writers.c.xid, writers.c.age,
+    ).select_from(head.outerjoin(writers, sa.true()))
+
+
+_HORIZON = _horizon_query()
+_EVENTS_BELOW_HORIZON = (
+    sa.select(*EVENT_COLUMNS)
+    .where(
+        sa.tuple_(events.c.tx_id, events.c.position)
+        > sa.tuple_(
+            sa.bindparam("ctx", type_=sa.BigInteger()), sa.bindparam("cpos", type_=sa.BigInteger())
+        )
+    )
+    .where(events.c.tx_id < sa.bindparam("h", type_=sa.BigInteger()))
+    .order_by(events.c.tx_id, events.c.position)
+    .limit(sa.bindparam("n", type_=sa.Integer()))  # NULL: no limit
+)
+_BEHIND_HORIZON = (
+    sa.select(sa.func.count())
+    .select_from(events)
+    .where(events.c.tx_id >= sa.bindparam("h", type_=sa.BigInteger()))
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Horizon:
+    """What a gap-safe read may return: events with ``tx_id`` below ``below``."""
+
+    below: int
+    """Every transaction that may still insert events has an id >= this."""
+    cursor: tuple[int, int]
+    """``(tx_id, position)`` of the consumer's cursor event; (-1, 0) before everything."""
+    writers: int
+    """This schema's write transactions in flight (that have written) when it was read."""
+    oldest_writer_seconds: float | None
+    """How long the oldest of them has been open (None: none, or not visible to this role)."""
+
+
+def _widen(xid: int, near: int) -> int:
+    """A 32-bit transaction id as the 64-bit one closest to ``near`` (ids in flight are
+    within 2**31 of the next id to be assigned)."""
+    delta = (xid - near) % _XID_SPACE
+    if delta >= _XID_SPACE // 2:
+        delta -= _XID_SPACE
+    return near + delta
+
+
+def read_horizon(conn: Connection, *, after: int = 0) -> Horizon:
+    """The writers' horizon of this schema now, and where the cursor ``after`` sits.
+
+    Read in its own statement: the events must then be read by a LATER statement (a
+    newer snapshot), which READ COMMITTED gives every statement. Under a stricter
+    isolation level the whole transaction shares one snapshot, and the horizon is that
+    snapshot's xmin (below every transaction it does not see).
+    """
+    rows = executor_for(conn).fetch(conn, _HORIZON, {"after": after})
+    xmax, xmin, isolation, ctx, cpos = rows[0][:5]
+    holders = [(pid, xid, age) for _, _, _, _, _, present, pid, xid, age in rows if present]
+    # A holder without a transaction id has written nothing yet (a reader, or a writer
+    # between its BEGIN and its first write): when it writes, its id will be >= xmax.
+    writing = [(xid, age) for _, xid, age in holders if xid is not None]
+    if isolation != "read committed" or any(pid is None for pid, _, _ in holders):
+        below = int(xmin)  # one snapshot for the whole transaction (or a prepared one)
+    else:
+        below = min([int(xmax), *(_widen(int(xid), int(xmax)) for xid, _ in writing)])
+    ages = [float(age) for _, age in writing if age is not None]
+    return Horizon(
+        below=below,
+        cursor=(-1, 0) if ctx is None else (int(ctx), int(cpos)),
+        writers=len(writing),
+        oldest_writer_seconds=max(ages) if ages else None,
+    )
+
+
+def events_behind_horizon(conn: Connection, horizon: Horizon) -> int:
+    """Committed events a gap-safe reader cannot return yet (they wait for the horizon)."""
+    return int(executor_for(conn).fetch(conn, _BEHIND_HORIZON, {"h": horizon.below})[0][0])
 
 
 def all_events_by_thread_query(thread_id: str | None = None) -> sa.Select[Any]:
@@ -837,6 +1086,12 @@ def _chunks(items: Sequence[Any], size: int = ID_CHUNK) -> Iterator[Sequence[Any
 def lock_evidence(conn: Connection) -> None:
     """Serialise checkpoints and archive removals until commit (see the executor)."""
     executor_for(conn).lock_evidence(conn)
+
+
+def wait_for_writers(conn: Connection) -> None:
+    """Let every write transaction in flight end first (see the executor): then nothing
+    can commit later at or below the log's last position."""
+    executor_for(conn).wait_for_writers(conn)
 
 
 def max_position(conn: Connection) -> int:

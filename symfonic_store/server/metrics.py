@@ -11,8 +11,9 @@ catches up on a large log; ``symfonic_log_position`` says how far it got).
 - ``symfonic_expiries_total{reason}``
 - ``symfonic_mint_to_answer_seconds``: a histogram, mint to ``interrupt.resumed``
 - ``symfonic_owed_wakeups``: wake-ups expiries still owe their graphs
-- ``symfonic_reader_lag_seconds``: how far a gap-safe reader trails the writers (SPEC
-  §11), from the store's ``reader_lag()`` where it has one, else 0
+- ``symfonic_reader_lag_seconds``, ``symfonic_reader_lag_events``,
+  ``symfonic_writers_in_flight``: how far gap-safe readers trail the writers (SPEC §11),
+  from the store's ``reader_lag()`` (always 0 on SQLite)
 - ``symfonic_http_answers_total{code}``: this process's answers by HTTP status
   (412 and 429 are in no log)
 """
@@ -159,11 +160,22 @@ class _StoreCollector(Collector):
             "Wake-ups that expiries still owe their graphs (the next sweep with --graph delivers them).",
             value=store.owed_wakeups(),
         )
-        lag = getattr(store, "reader_lag", None)
+        lag = store.reader_lag()
         yield GaugeMetricFamily(
             "symfonic_reader_lag_seconds",
-            "How far a gap-safe reader of the log trails the writers (a long transaction holds it back).",
-            value=float(lag()) if callable(lag) else 0.0,
+            "How long committed events have waited for an older write transaction before "
+            "gap-safe readers may see them (0: none waits).",
+            value=float(lag.oldest_writer_seconds or 0.0) if lag.events else 0.0,
+        )
+        yield GaugeMetricFamily(
+            "symfonic_reader_lag_events",
+            "Committed events gap-safe readers cannot see yet (an older writer is still open).",
+            value=lag.events,
+        )
+        yield GaugeMetricFamily(
+            "symfonic_writers_in_flight",
+            "The store's write transactions open (that have written) at this scrape.",
+            value=lag.writers,
         )
         yield GaugeMetricFamily(
             "symfonic_log_position", "The log position the metrics have folded up to.", value=position

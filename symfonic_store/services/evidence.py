@@ -646,8 +646,11 @@ def take(
 ) -> Checkpoint:
     """Take, sign and record a checkpoint of the whole log as it is now (see module doc).
 
-    Runs in one write transaction; concurrent takes are serialised by the evidence
-    lock (PostgreSQL) or the write lock (SQLite), and ``seq`` keeps them from forking.
+    Runs in one write transaction that inserts no events (``appends=False``);
+    concurrent takes are serialised by the evidence lock (PostgreSQL) or the write lock
+    (SQLite), and ``seq`` keeps them from forking. On PostgreSQL it first waits for the
+    write transactions in flight (:func:`~symfonic_store.db.statements.wait_for_writers`):
+    new appends wait that long too.
 
     Raises:
         EvidenceError: the log no longer extends the latest checkpoint, the kept state
@@ -670,6 +673,10 @@ def take(
         problem = signature_problem(last, {kid: public})
         if problem is not None:
             raise _altered_state(f"the latest checkpoint recorded there: {problem}")
+    # With parallel writers (PostgreSQL), a transaction in flight may still commit an
+    # event below the last position: wait for those to end, so the position covers
+    # exactly what a gap-safe reader can see and a later commit lands above it.
+    sql.wait_for_writers(conn)
     position = sql.max_position(conn)
     archives = sql.max_archive_id(conn)
     if last is not None and position < last.position:

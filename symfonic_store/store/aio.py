@@ -250,6 +250,7 @@ class AsyncInterruptStore(Integrations):
     history = _Operation(Operations.history)
     events = _Operation(Operations.events)
     iter_events = _Stream(Operations.iter_events)
+    reader_lag = _Operation(Operations.reader_lag)
     replay = _Stream(Operations.replay)
     audit = _Operation(Operations.audit)
     verify = _Operation(Operations.verify)

@@ -13,7 +13,7 @@ from typing import TypeVar
 from sqlalchemy.engine import Connection
 
 from ..append import run_write
-from ..db.executor import executor_for
+from ..db.executor import choose_executor_again, executor_for
 from ..db.migrate import require_current_schema, upgrade
 from ..db.translate import SchemaSuspectError, translate_errors
 from ..errors import SchemaNotMigratedError
@@ -23,8 +23,15 @@ T = TypeVar("T")
 
 
 def _read_in_tx(conn: Connection, fn: Callable[[Connection], T]) -> T:
-    with conn.begin():
-        return fn(conn)
+    executor = executor_for(conn)
+    tx = executor.begin(conn, write=False)
+    try:
+        result = fn(conn)
+    except BaseException:
+        executor.rollback(conn, tx)
+        raise
+    executor.commit(conn, tx)
+    return result
 
 
 def _settle(conn: Connection, settled: Callable[[Connection], tuple[bool, T]]) -> tuple[bool, T]:
@@ -44,19 +51,26 @@ def _settle(conn: Connection, settled: Callable[[Connection], tuple[bool, T]]) -
 def execute(conn: Connection, op: Op[T]) -> T:
     """Run ``op`` on ``conn``: a write in a retried write transaction, a read in a plain one.
 
+    A write's read-only check (``op.settled``), when it has one, runs first: the checks
+    guard the calls that are usually repeats (a node re-run after a resume, an answer
+    admitted before the graph ran), so a repeat commits nothing. Where the executor
+    allows it the check's statements run outside a transaction (one round trip each).
+    The hot append path (route decisions, resumes) has no check and writes at once.
+
     Raises:
         SchemaNotMigratedError: a statement failed on a missing table, and the database's
             revision (asked again: it may have changed since the store checked) says why.
     """
     try:
         with translate_errors():
+            choose_executor_again(conn)
             if not op.write:
                 return _read_in_tx(conn, op.fn)
             if op.settled is not None:
                 done, result = _settle(conn, op.settled)
                 if done:
                     return result
-            return run_write(conn, op.fn)
+            return run_write(conn, op.fn, appends=op.appends)
     except (SchemaSuspectError, SchemaNotMigratedError):
         # The codes say "no such table" (or, on SQLite, a generic SQL error): whether
         # the schema is behind is the version table's to say, not the message's.

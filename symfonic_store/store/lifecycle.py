@@ -7,7 +7,7 @@ stores call them; the asyncio store through ``run_sync``) and appends through a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,17 +51,23 @@ def payload_approvers(thread_id: str, marker: dict[str, Any], actor: str | None)
 # --- mint --------------------------------------------------------------------------
 
 
-def mint_into(w: ThreadWriter, marker: dict[str, Any], actor: str | None) -> bool:
+def mint_into(
+    w: ThreadWriter,
+    marker: dict[str, Any],
+    actor: str | None,
+    encoded: Mapping[str, str] | None = None,
+) -> bool:
     """Record ``interrupt.minted`` unless this (thread, interrupt) was seen before (I4).
 
     A different interrupt still pending on the thread is expired first, reason
-    ``superseded`` (I5), in the same transaction.
+    ``superseded`` (I5), in the same transaction. ``encoded``: the marker's payload
+    already encoded (see :func:`symfonic_store.validation.marker_encoded`).
     """
     interrupt_id = marker["interrupt_id"]
     if w.state.pending_interrupt_id == interrupt_id:
         return False
     # A thread with no projection row has no events (I6), so nothing to look up.
-    if w.existed and was_minted(w.conn, w.thread_id, interrupt_id):
+    if w.was_minted(interrupt_id):
         return False
     previous = w.state.pending_interrupt_id
     if previous is not None:
@@ -71,7 +77,14 @@ def mint_into(w: ThreadWriter, marker: dict[str, Any], actor: str | None) -> boo
             actor=actor,
             data={"reason": "superseded", "detected_by": "mint", "superseded_by": interrupt_id},
         )
-    w.append(MINTED, interrupt_id=interrupt_id, run_id=marker["run_id"], actor=actor, data=marker)
+    w.append(
+        MINTED,
+        interrupt_id=interrupt_id,
+        run_id=marker["run_id"],
+        actor=actor,
+        data=marker,
+        encoded=encoded,
+    )
     return True
 
 
@@ -81,9 +94,15 @@ def mint_settled(conn: Connection, thread_id: str, interrupt_id: str) -> tuple[b
     return was_minted(conn, thread_id, interrupt_id), False
 
 
-def mint(conn: Connection, thread_id: str, marker: dict[str, Any], actor: str | None) -> bool:
-    w = ThreadWriter(conn, thread_id)
-    minted = mint_into(w, marker, actor)
+def mint(
+    conn: Connection,
+    thread_id: str,
+    marker: dict[str, Any],
+    actor: str | None,
+    encoded: Mapping[str, str] | None = None,
+) -> bool:
+    w = ThreadWriter(conn, thread_id, probe_mint=marker["interrupt_id"])
+    minted = mint_into(w, marker, actor, encoded)
     flush(conn, [w])
     return minted
 
@@ -119,14 +138,15 @@ def record_router_decision(
     *,
     marker: dict[str, Any] | None,
     ttl_seconds: float | None,
+    encoded: Mapping[str, str] | None = None,
 ) -> None:
     """What the router saw, in one transaction: mint if unseen, stale expiry once, route."""
-    w = ThreadWriter(conn, thread_id)
+    w = ThreadWriter(conn, thread_id, probe_mint=None if marker is None else marker["interrupt_id"])
     interrupt_id = None
     reason = None
     if marker is not None:
         interrupt_id = marker["interrupt_id"]
-        mint_into(w, marker, None)
+        mint_into(w, marker, None, encoded)
         reason = stale_reason(state, ttl_seconds)
         if reason is not None and w.state.pending_interrupt_id == interrupt_id:
             w.append(
@@ -158,6 +178,7 @@ def refuse(
     actor: str | None,
     why: str,
     error: InterruptStateError,
+    response_json: str | None = None,
     **extra: Any,
 ) -> Refusal:
     """Record a refused answer (``interrupt.resume_rejected``); the caller raises ``error``
@@ -167,6 +188,7 @@ def refuse(
         interrupt_id=interrupt_id,
         actor=actor,
         data={"response": response, "why": why, **extra},
+        encoded=None if response_json is None else {"response": response_json},
     )
     flush(w.conn, [w])
     return Refusal(error)
@@ -181,6 +203,7 @@ def resume(
     actor: str | None,
     *,
     from_node: bool = False,
+    response_json: str | None = None,
 ) -> dict[str, Any] | Refusal:
     """Admit an answer exactly once, or record why not (I10). Returns the admitted response.
 
@@ -194,7 +217,7 @@ def resume(
     where = f"interrupt {interrupt_id!r} on thread {thread_id!r}"
     if w.state.pending_interrupt_id == interrupt_id:
         # The projection says it is minted and has no ending (I6): no need to look.
-        return _admit_pending(w, rules, interrupt_id, response, actor, where)
+        return _admit_pending(w, rules, interrupt_id, response, actor, where, response_json)
     history = interrupt_events(conn, thread_id, interrupt_id)
     minted = next((e for e in history if e.type == MINTED), None)
     ending = next((e for e in history if e.type != MINTED), None)
@@ -218,6 +241,7 @@ def resume(
                 "interrupt ids (`symfonic-store pending` lists what is waiting)",
                 thread_id=thread_id, interrupt_id=interrupt_id,
             ),
+            response_json=response_json,
         )
     if ending is not None and ending.type == RESUMED:
         admitted = ending.data.get("response")
@@ -230,6 +254,7 @@ def resume(
                 "this answer was not applied and has been recorded as rejected",
                 thread_id=thread_id, interrupt_id=interrupt_id,
             ),
+            response_json=response_json,
         )
     if ending is not None:
         reason = ending.data.get("reason")
@@ -242,6 +267,7 @@ def resume(
                 "applied and has been recorded as rejected: ask again with a new interrupt",
                 thread_id=thread_id, interrupt_id=interrupt_id, reason=str(reason),
             ),
+            response_json=response_json,
         )
 
     if is_native_mint(minted.data):
@@ -292,6 +318,7 @@ def _admit_pending(
     response: dict[str, Any],
     actor: str | None,
     where: str,
+    response_json: str | None = None,
 ) -> dict[str, Any] | Refusal:
     """Admit an answer to a minted interrupt without an ending, unless stale or refused."""
     thread_id = w.thread_id
@@ -307,6 +334,7 @@ def _admit_pending(
                 "applied and has been recorded as rejected: ask again with a new interrupt",
                 thread_id=thread_id, interrupt_id=interrupt_id, reason=reason,
             ),
+            response_json=response_json,
         )
     marker = w.state.pending or {}
     if rules.approvers is not None and not rules.approvers(thread_id, marker, actor):
@@ -317,8 +345,15 @@ def _admit_pending(
                 "the attempt has been recorded",
                 thread_id=thread_id, interrupt_id=interrupt_id,
             ),
+            response_json=response_json,
         )
-    w.append(RESUMED, interrupt_id=interrupt_id, actor=actor, data={"response": response})
+    w.append(
+        RESUMED,
+        interrupt_id=interrupt_id,
+        actor=actor,
+        data={"response": response},
+        encoded=None if response_json is None else {"response": response_json},
+    )
     flush(w.conn, [w])
     return response
 

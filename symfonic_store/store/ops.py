@@ -35,12 +35,15 @@ from sqlalchemy.engine import Connection
 
 from .. import validation
 from ..append import Refusal, utc_now
+from ..db.executor import executor_for
 from ..db.statements import (
     claim_rows,
-    events_after_query,
+    events_after,
+    events_behind_horizon,
     load_thread,
     open_rows,
     pending_threads,
+    read_horizon,
     read_open_interrupts,
     read_page,
     stale_claims,
@@ -101,6 +104,23 @@ class Op(Generic[T]):
     """A read-only check run first (no write lock): ``(True, result)`` proves the write
     would record nothing and answers the call; ``(False, _)`` falls back to ``fn``,
     which decides again under the write lock."""
+    appends: bool = True
+    """May the write insert events? False for checkpoints and archive removals: on
+    PostgreSQL their transactions do not join the writers (they wait for them instead,
+    :func:`~symfonic_store.db.statements.wait_for_writers`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderLag:
+    """How far gap-safe readers of :meth:`~symfonic_store.InterruptStore.events` are behind."""
+
+    events: int
+    """Committed events not readable yet: they wait for an older writer to end."""
+    writers: int
+    """The store's write transactions in flight when it was measured."""
+    oldest_writer_seconds: float | None
+    """How long the oldest of them had been open; None when none is (or, on PostgreSQL,
+    when the server does not show this role that session's start)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,10 +366,10 @@ class Operations:
             InvalidInputError: a bad thread id, actor or payload.
         """
         t = validation.required_id(thread_id, "thread_id")
-        m = validation.marker(marker, max_bytes=self.max_payload_bytes)
+        m, encoded = validation.marker_encoded(marker, max_bytes=self.max_payload_bytes)
         a = validation.text_id(actor, "actor", optional=True)
         minted: bool = yield Op(
-            partial(lifecycle.mint, thread_id=t, marker=m, actor=a),
+            partial(lifecycle.mint, thread_id=t, marker=m, actor=a, encoded=encoded),
             write=True,
             settled=partial(lifecycle.mint_settled, thread_id=t, interrupt_id=m["interrupt_id"]),
         )
@@ -387,10 +407,10 @@ class Operations:
             raise InvalidInputError("state", f"must be a dict, got {type(state).__name__}")
         r = validation.route(route)
         raw = state.get(PENDING_KEY)
-        marker = (
-            validation.marker(raw, max_bytes=self.max_payload_bytes)
+        marker, encoded = (
+            validation.marker_encoded(raw, max_bytes=self.max_payload_bytes)
             if isinstance(raw, dict) and raw
-            else None
+            else (None, None)
         )
         validation.run_id(state.get("run_id"), "state.run_id")
         view = {PENDING_KEY: raw, "run_id": state.get("run_id")}
@@ -401,6 +421,7 @@ class Operations:
             route=r,
             marker=marker,
             ttl_seconds=self.ttl(ttl_seconds),
+            encoded=encoded,
         )
         yield Op(fn, write=True)
 
@@ -425,12 +446,18 @@ class Operations:
         t = validation.required_id(thread_id, "thread_id")
         i = validation.required_id(interrupt_id, "interrupt_id")
         a = validation.required_id(actor, "actor")
-        r = validation.json_value(
+        r, r_json = validation.json_encoded(
             response_dict(response), "response", max_bytes=self.max_payload_bytes
         )
         admitted: Any = yield Op(
             partial(
-                lifecycle.resume, rules=self.rules, thread_id=t, interrupt_id=i, response=r, actor=a
+                lifecycle.resume,
+                rules=self.rules,
+                thread_id=t,
+                interrupt_id=i,
+                response=r,
+                actor=a,
+                response_json=r_json,
             ),
             write=True,
         )
@@ -450,7 +477,7 @@ class Operations:
         i = validation.required_id(pending.get("interrupt_id"), "marker.interrupt_id")
         a = validation.text_id(actor, "actor", optional=True)
         # What the seed node hands the agent (N2), as the JSON the store records.
-        response = validation.json_value(
+        response, response_json = validation.json_encoded(
             recorded_response(resume_value) if resume_value is not None else {},
             "response",
             max_bytes=self.max_payload_bytes,
@@ -463,6 +490,7 @@ class Operations:
             response=response,
             actor=a,
             from_node=True,
+            response_json=response_json,
         )
         settled = partial(
             lifecycle.node_resume_settled, thread_id=t, interrupt_id=i, response=response
@@ -877,27 +905,54 @@ class Operations:
         return events
 
     def events(self, *, after: int = 0, limit: int | None = None) -> Plan[list[StoredEvent]]:
-        """Events after a global position, in position order (page with ``limit``)."""
+        """Events after a global position, in a commit-safe order (page with ``limit``).
+
+        Pass the position of the last event you saw as ``after``: each event comes once,
+        and one that commits late is never skipped (I11). On SQLite the order is
+        position order; on PostgreSQL, whose writers commit in parallel, it is commit-safe
+        order -- position order within each thread, though positions across threads may
+        then not be strictly increasing (see docs/reliability.md).
+        """
         a = validation.non_negative_int(after, "after")
         n = validation.positive_int(limit, "limit", optional=True)
-        events: list[StoredEvent] = yield Op(
-            partial(read_page, query=events_after_query(a, n)), write=False
-        )
+        events: list[StoredEvent] = yield Op(partial(events_after, after=a, limit=n), write=False)
         return events
 
     def iter_events(self, *, after: int = 0, page_size: int = PAGE_SIZE) -> Plan[None]:
-        """Every event after ``after`` in position order, fetched page by page."""
+        """Every event after ``after`` in the order of :meth:`events`, page by page."""
         cursor = validation.non_negative_int(after, "after")
         size = validation.positive_int(page_size, "page_size")
         assert size is not None
         while True:
             page: list[StoredEvent] = yield Op(
-                partial(read_page, query=events_after_query(cursor, size)), write=False
+                partial(events_after, after=cursor, limit=size), write=False
             )
             yield Emit(page)
             if len(page) < size:
                 return
             cursor = page[-1].position
+
+    def reader_lag(self) -> Plan[ReaderLag]:
+        """How far gap-safe readers are behind the log, for monitoring (``/metrics``).
+
+        On PostgreSQL :meth:`events` returns an event only once every write transaction
+        of the store that started before it has ended (I11): a writer that stays open
+        holds readers back. The report says how many committed events wait, and for how
+        long the oldest writer still in flight has been open. Always zero on SQLite.
+        """
+
+        def run(conn: Connection) -> ReaderLag:
+            if not executor_for(conn).reads_below_horizon:
+                return ReaderLag(events=0, writers=0, oldest_writer_seconds=None)
+            horizon = read_horizon(conn)
+            return ReaderLag(
+                events=events_behind_horizon(conn, horizon),
+                writers=horizon.writers,
+                oldest_writer_seconds=horizon.oldest_writer_seconds,
+            )
+
+        lag: ReaderLag = yield Op(run, write=False)
+        return lag
 
     def replay(self, thread_id: str, *, until: int | datetime | None = None) -> Plan[None]:
         """Each event of the thread with the state after it; ``until`` a position or time.
@@ -980,7 +1035,9 @@ class Operations:
         if not isinstance(full, bool):
             raise InvalidInputError("full", "must be True or False")
         taken: Checkpoint = yield Op(
-            partial(evidence.take, key=key, previous=pinned, full=full, now=utc_now()), write=True
+            partial(evidence.take, key=key, previous=pinned, full=full, now=utc_now()),
+            write=True,
+            appends=False,
         )
         return taken
 
@@ -1073,7 +1130,9 @@ class Operations:
             path.unlink(missing_ok=True)
             raise EvidenceError(f"the archive did not verify after writing, so nothing was removed: {check}")
         try:
-            removed: int = yield Op(partial(_remove_archived, archive=check.archive, now=now), write=True)
+            removed: int = yield Op(
+                partial(_remove_archived, archive=check.archive, now=now), write=True, appends=False
+            )
         except SymfonicStoreError as exc:
             if not (isinstance(exc, DatabaseError) and exc.outcome_unknown):
                 path.unlink(missing_ok=True)  # nothing was removed: the file archives nothing

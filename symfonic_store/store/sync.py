@@ -7,15 +7,18 @@ line. :class:`~symfonic_store.AsyncInterruptStore` drives the same plans.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, overload
 
-from sqlalchemy.engine import URL, Engine
+from sqlalchemy.engine import URL, Connection, Engine
 
 from .. import validation
 from ..db.engines import create_sync_engine
 from ..db.translate import translate_errors
 from ..db.urls import safe_url
+from ..errors import DatabaseError, SymfonicStoreError
 from . import execute
 from .lifecycle import ApproverPolicy
 from .ops import (
@@ -75,6 +78,37 @@ class _Stream(Generic[P]):
         return self.method if store is None else self.method.__get__(store, owner)
 
 
+class _Held:
+    """The one connection a store keeps checked out between calls.
+
+    Checking a connection out of SQLAlchemy's pool and back in (with its reset) costs
+    about as much as an append's statements on SQLite. A store keeps one connection for
+    whichever thread calls it while nobody else does; a call that finds it in use runs on
+    a pooled connection as before, so threads never share a connection at the same time.
+    Only a store that made its engine (from a URL) holds one: an engine the caller passed
+    keeps all its pooled connections for the caller.
+    """
+
+    __slots__ = ("conn", "lock")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.conn: Connection | None = None
+
+    def drop(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # closing a dead connection: nothing left to release
+                pass
+
+
+def _release(held: _Held) -> None:
+    with held.lock:
+        held.drop()
+
+
 class InterruptStore(Integrations):
     """The synchronous store.
 
@@ -112,6 +146,9 @@ class InterruptStore(Integrations):
             url_or_engine, sqlite_synchronous=sqlite_synchronous, busy_timeout=busy_timeout
         )
         self._schema_ok = False
+        self._held = _Held()
+        # Returned to the pool when the store is closed or collected, never left open.
+        self._release = weakref.finalize(self, _release, self._held)
 
     @property
     def ttl_seconds(self) -> float | None:
@@ -139,6 +176,7 @@ class InterruptStore(Integrations):
 
     def close(self) -> None:
         """Release the store's connections."""
+        self._release()
         if self._owns_engine:
             self._engine.dispose()
 
@@ -151,11 +189,33 @@ class InterruptStore(Integrations):
     # --- the runner ---------------------------------------------------------------
 
     def _run(self, op: Op[T]) -> T:
-        with translate_errors(), self._engine.connect() as conn:
-            if not self._schema_ok:
-                execute.check_schema(conn)
-                self._schema_ok = True
-            return execute.execute(conn, op)
+        held = self._held
+        # An engine the caller made keeps its whole pool for the caller: hold nothing.
+        if not self._owns_engine or not held.lock.acquire(blocking=False):
+            with translate_errors(), self._engine.connect() as pooled:
+                return self._run_on(pooled, op)
+        try:
+            kept = held.conn
+            if kept is None or kept.closed or kept.invalidated:
+                held.drop()
+                with translate_errors():
+                    kept = self._engine.connect()
+                held.conn = kept
+            try:
+                with translate_errors():
+                    return self._run_on(kept, op)
+            except BaseException as exc:
+                if isinstance(exc, DatabaseError) or not isinstance(exc, SymfonicStoreError):
+                    held.drop()  # the database failed, or we were cut off: start afresh
+                raise
+        finally:
+            held.lock.release()
+
+    def _run_on(self, conn: Connection, op: Op[T]) -> T:
+        if not self._schema_ok:
+            execute.check_schema(conn)
+            self._schema_ok = True
+        return execute.execute(conn, op)
 
     def _step(self, step: Op[Any] | Call) -> Any:
         if isinstance(step, Op):
@@ -221,6 +281,7 @@ class InterruptStore(Integrations):
     history = _Operation(Operations.history)
     events = _Operation(Operations.events)
     iter_events = _Stream(Operations.iter_events)
+    reader_lag = _Operation(Operations.reader_lag)
     replay = _Stream(Operations.replay)
     audit = _Operation(Operations.audit)
     verify = _Operation(Operations.verify)
