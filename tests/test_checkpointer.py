@@ -59,13 +59,13 @@ def counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counts]:
     seen = Counts()
     real_write = execute.run_write
 
-    def run_write(conn: Any, work: Any) -> Any:
+    def run_write(conn: Any, work: Any, **options: Any) -> Any:
         # A retried transaction (a lost race) counts once.
         if _IN_CHECKPOINTER.get():
             seen.checkpointer += 1
         else:
             seen.own += 1
-        return real_write(conn, work)
+        return real_write(conn, work, **options)
 
     monkeypatch.setattr(execute, "run_write", run_write)
     for name in ("put", "put_writes"):
