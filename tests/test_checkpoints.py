@@ -220,7 +220,7 @@ def test_an_edited_checkpoint_or_one_signed_by_another_key_fails(
 ) -> None:
     """A field changed by hand breaks the signature; a checkpoint re-signed with the attacker's key is refused by the owner's public key."""
     store, cp = signed
-    edited = dict(cp.document, position=cp.position - 1)
+    edited = dict(cp.document, position=cp.position - 1, cursor=cp.position - 1)
     report = check(store, parse_checkpoint(edited), pub)
     assert not report.ok and "edited" in str(report)
 
@@ -234,8 +234,15 @@ def test_an_edited_checkpoint_or_one_signed_by_another_key_fails(
     assert not report.ok and "not among the given public keys" in str(report)
     assert check(store, parse_checkpoint(forged), other_pub).ok  # it is a valid signature, of another key
 
-    with pytest.raises(EvidenceError):
-        parse_checkpoint(dict(cp.document, cursor=12))  # a newer format is refused, not ignored
+    assert cp.document["cursor"] == cp.position and cp.document["in_flight"] == []
+    with pytest.raises(EvidenceError, match="unknown fields"):
+        parse_checkpoint(dict(cp.document, frontier=12))  # a newer format is refused, not ignored
+    with pytest.raises(EvidenceError, match="in_flight"):
+        parse_checkpoint(dict(cp.document, in_flight=[7]))
+    with pytest.raises(EvidenceError, match="missing"):
+        parse_checkpoint({k: v for k, v in cp.document.items() if k != "in_flight"})
+    older = {k: v for k, v in cp.document.items() if k not in ("cursor", "in_flight")}
+    assert parse_checkpoint(older).position == cp.position  # a file from before both fields
     with pytest.raises(EvidenceError, match="heads_sha256"):
         parse_checkpoint(dict(cp.document, heads=cp.document["heads"][1:]))  # a head dropped
     with pytest.raises(EvidenceError):

@@ -61,9 +61,11 @@ if TYPE_CHECKING:
     from .archive import Archive
 
 FORMAT = "symfonic-store/checkpoint/1"
-"""The checkpoint format. With parallel writers (SPEC §11) a checkpoint will also carry
-the reader's ``cursor`` and the transactions ``in_flight``: that is format ``/2``, which
-this release refuses to read rather than ignore."""
+"""The checkpoint format. Since parallel writers (SPEC §11) a checkpoint also carries the
+gap-safe reader's ``cursor`` and the write transactions ``in_flight`` when it was taken:
+it waits for those to end before it reads its position, so ``cursor`` is the position
+and ``in_flight`` is empty (files written before carry neither, and read the same)."""
+READER_KEYS = frozenset({"cursor", "in_flight"})
 BUCKETS = 4096
 STATEMENT_KEYS = frozenset(
     {
@@ -481,6 +483,8 @@ def _document_problem(document: Any, *, heads: bool) -> str | None:
         return f"its format is {document.get('format')!r:.80}, this release reads {FORMAT!r}"
     keys = set(document)
     expected = DOCUMENT_KEYS if heads else STATEMENT_KEYS
+    if keys & READER_KEYS:
+        expected = expected | READER_KEYS  # both or neither (older files: neither)
     if keys != expected:
         missing, extra = expected - keys, keys - expected
         return f"missing {sorted(missing)}" if missing else f"unknown fields {sorted(extra)}"
@@ -490,6 +494,11 @@ def _document_problem(document: Any, *, heads: bool) -> str | None:
             return f"{name} must be a whole number >= 0"
     if not all(_is_hex64(document[k]) for k in ("root", "key_id", "heads_sha256")):
         return "root, key_id and heads_sha256 must be 64 hex digits"
+    if "cursor" in document and (
+        document["cursor"] != document["position"] or document["in_flight"] != []
+    ):
+        # This release waits for the writers in flight before it reads the position.
+        return "cursor must equal position and in_flight be empty"
     if not isinstance(document["full"], bool) or not isinstance(document["taken_at"], str):
         return "full must be true/false and taken_at a time"
     if not isinstance(document["signature"], str):
@@ -733,6 +742,10 @@ def take(
         "full": bool(full and last is not None),
         "taken_at": now.isoformat(),
         "key_id": kid,
+        # What a gap-safe reader had seen, and the writers still open: none, since
+        # wait_for_writers let them end first, so a later commit lands above ``position``.
+        "cursor": position,
+        "in_flight": [],
     }
     heads = [leaf.as_list() for leaf in sorted(changed.values(), key=lambda x: x.thread_id)]
     document["heads_sha256"] = heads_digest(heads)
