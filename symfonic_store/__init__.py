@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from .services.sweep import SweepReport
     from .services.verify import BrokenLink, VerifyReport
     from .store import AsyncInterruptStore, InterruptStore
+    from .store.ops import ReaderLag
 
 __version__ = "0.1.0"
 
@@ -78,6 +79,7 @@ _LAZY = {
     "InterruptStore": "store",
     "AuditRecord": "services.audit",
     "SweepReport": "services.sweep",
+    "ReaderLag": "store.ops",
     "BrokenLink": "services.verify",
     "VerifyReport": "services.verify",
     "InterruptGateway": "langgraph",
@@ -116,6 +118,7 @@ __all__ = [
     "AuditRecord",
     "BrokenLink",
     "InterruptStore",
+    "ReaderLag",
     "StoredEvent",
     "SweepReport",
     "VerifyReport",

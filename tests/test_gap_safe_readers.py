@@ -461,3 +461,36 @@ def test_reader_lag_is_zero_when_no_writer_is_open(store: InterruptStore) -> Non
     lag = store.reader_lag()
     assert (lag.events, lag.writers, lag.oldest_writer_seconds) == (0, 0, None)
     assert len(store.events()) == 4  # two route decisions, two mints on other threads
+
+
+def test_metrics_report_the_events_a_held_writer_holds_back(
+    pg_store: InterruptStore, postgres_schema_url: str
+) -> None:
+    """/metrics' reader-lag gauges: one event held back and one writer in flight while an append stays open; zero once it ends."""
+    pytest.importorskip("prometheus_client")
+    from symfonic_store.server.metrics import ServiceMetrics
+
+    def gauges() -> dict[str, float]:
+        text = ServiceMetrics(pg_store).render().decode()
+        return {
+            name: float(value)
+            for name, _, value in (line.partition(" ") for line in text.splitlines())
+            if name in ("symfonic_reader_lag_events", "symfonic_writers_in_flight", "symfonic_reader_lag_seconds")
+        }
+
+    holder = create_sync_engine(postgres_schema_url)
+    second = InterruptStore(postgres_schema_url)
+    try:
+        with holder.connect() as t1:
+            tx1 = hold_mint_open(t1, "held-thread")
+            second.mint("second-thread", marker())
+            held = gauges()
+            assert held["symfonic_reader_lag_events"] == 1 and held["symfonic_writers_in_flight"] == 1
+            assert held["symfonic_reader_lag_seconds"] >= 0
+            tx1.commit()
+        assert gauges() == {
+            "symfonic_reader_lag_events": 0, "symfonic_writers_in_flight": 0, "symfonic_reader_lag_seconds": 0
+        }
+    finally:
+        second.close()
+        holder.dispose()
