@@ -354,6 +354,21 @@ def test_concurrent_checkpoints_and_writers_never_fork_the_chain(
     store: InterruptStore, key: Path, pub: Path
 ) -> None:
     """Checkpoints taken from two connections while two others append: each follows exactly one other, and every one of them verifies."""
+    _race_checkpoints_and_writers(store, key, pub)
+
+
+@pytest.mark.postgres
+def test_checkpoints_race_writers_alike_on_the_core_path(
+    postgres_schema_url: str, key: Path, pub: Path
+) -> None:
+    """The same race with every statement through SQLAlchemy Core (the path taken when statement events are listened to): the engines' own BEGIN keeps checkpoints out of the writers too."""
+    engine = sa.create_engine(postgres_schema_url, execution_options={"symfonic_fast_path": False})
+    with InterruptStore(engine) as core:
+        core.setup()
+        _race_checkpoints_and_writers(core, key, pub)
+
+
+def _race_checkpoints_and_writers(store: InterruptStore, key: Path, pub: Path) -> None:
     refund(store, "t-0")
     start = threading.Barrier(4)
     taken: list[Checkpoint] = []

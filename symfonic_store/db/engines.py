@@ -102,6 +102,11 @@ def _install_postgres_behaviour(engine: Engine) -> None:
             # A connection pooled before the store prepared this engine (one given by
             # the caller): idle between transactions, so it may switch now.
             dbapi_connection.autocommit = True
+        if connection.get_execution_options().get("symfonic_appends", True) is False:
+            # A checkpoint's or an archive removal's: it inserts no events, and waits for
+            # the writers instead of joining them (Executor.begin).
+            _run_on_driver(connection, "BEGIN")
+            return
         # Every transaction takes the lock, reads too: a holder without a transaction id
         # never holds readers back, and so any transaction of this engine may append.
         _run_on_driver(connection, POSTGRES_BEGIN)
