@@ -12,6 +12,7 @@ import json
 import os
 import stat
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -581,7 +582,7 @@ def test_without_the_wait_a_late_commit_below_the_checkpoint_reads_as_an_inserti
     """The same scenario with the wait for writers removed: the checkpoint signs a position whose gap is filled later, and verify reports the held thread."""
     from symfonic_store.db import statements
 
-    monkeypatch.setattr(statements, "wait_for_writers", lambda conn: None)
+    monkeypatch.setattr(statements, "final_max_position", statements.max_position)
     with InterruptStore(postgres_schema_url) as owner:
         owner.setup()
         refund(owner, "t-0")
@@ -589,3 +590,118 @@ def test_without_the_wait_a_late_commit_below_the_checkpoint_reads_as_an_inserti
         assert not seen_waiting and cp.position > held
         report = check(owner, cp, pub)
         assert not report.ok and report.first is not None and report.first.thread_id == "held"
+
+
+_WAITING_WRITERS_LOCK = sa.text(
+    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+    "AND mode = :mode AND classid::text::bigint = :key "
+    "AND objid::text::bigint = (hashtext(current_schema())::bigint & 4294967295)"
+)
+
+
+def _until(watch: sa.Connection, done: Callable[[], bool], mode: str) -> bool:
+    """Poll the server until a session waits for the writers' lock in ``mode`` (True), or
+    ``done()`` comes first (False). A wait on a real condition, bounded, never a delay."""
+    from test_gap_safe_readers import WAIT
+
+    from symfonic_store.db.executor import WRITERS_LOCK_KEY
+
+    deadline = datetime.now(UTC).timestamp() + WAIT
+    while not done() and datetime.now(UTC).timestamp() < deadline:
+        if watch.execute(_WAITING_WRITERS_LOCK, {"mode": mode, "key": WRITERS_LOCK_KEY}).scalar_one():
+            return True
+    return False
+
+
+@pytest.mark.postgres
+def test_a_writer_that_starts_while_the_checkpoint_reads_its_position_waits_for_it(
+    postgres_schema_url: str, key: Path, pub: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An append that begins between the checkpoint's wait for the writers and its read of the last position is shut out until the position is read, so it lands above it."""
+    from symfonic_store.db import statements
+
+    real_max_position = statements.max_position
+    late: list[BaseException | None] = []
+    seen_waiting: list[bool] = []
+
+    with InterruptStore(postgres_schema_url) as owner, InterruptStore(postgres_schema_url) as second:
+        owner.setup()
+        refund(owner, "t-0")
+        watch = sa.create_engine(postgres_schema_url).connect().execution_options(isolation_level="AUTOCOMMIT")
+
+        def append() -> None:
+            try:
+                second.record_route("late", "finish", run_id="r1")
+                late.append(None)
+            except BaseException as exc:  # reported by the assertion below
+                late.append(exc)
+
+        writers: list[threading.Thread] = []
+
+        def read_position(conn: sa.Connection) -> int:
+            writer = threading.Thread(target=append)
+            writers.append(writer)
+            writer.start()  # a new write transaction, begun with the checkpoint inside
+            seen_waiting.append(_until(watch, lambda: bool(late), "ShareLock"))
+            return real_max_position(conn)
+
+        monkeypatch.setattr(statements, "max_position", read_position)
+        try:
+            cp = owner.checkpoint(key)
+        finally:
+            monkeypatch.setattr(statements, "max_position", real_max_position)
+        for writer in writers:
+            writer.join(timeout=30)
+        watch.close()
+        assert seen_waiting == [True], "the new writer was not shut out while the position was read"
+        assert late == [None]
+        (event,) = [e for e in owner.events() if e.thread_id == "late"]
+        assert event.position > cp.position
+        assert check(owner, cp, pub).ok, str(check(owner, cp, pub))
+
+
+@pytest.mark.postgres
+def test_a_callers_open_transaction_holds_neither_checkpoints_nor_appends(
+    postgres_schema_url: str, key: Path, pub: Path
+) -> None:
+    """A transaction the caller keeps open on the store's engine (reads, nothing written) is not among the writers: a checkpoint and an append both finish while it is open."""
+    with InterruptStore(postgres_schema_url) as store:
+        store.setup()
+        refund(store, "t-0")
+        with store.engine.connect() as caller:
+            tx = caller.begin()
+            caller.exec_driver_sql("SELECT 1")
+            cp = store.checkpoint(key)
+            store.record_route("t-1", "finish", run_id="r1")
+            tx.rollback()
+        assert check(store, cp, pub).ok
+        assert [e.thread_id for e in store.events()][-1] == "t-1"
+
+
+@pytest.mark.postgres
+def test_a_write_transaction_left_open_makes_the_checkpoint_give_up_not_the_appends(
+    postgres_schema_url: str, key: Path, pub: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write transaction that stays open past the wait: the checkpoint is refused (nothing signed) instead of holding every append behind it, and appends go on."""
+    from test_gap_safe_readers import hold_mint_open
+
+    from symfonic_store.db import executor
+    from symfonic_store.db.engines import create_sync_engine
+
+    monkeypatch.setattr(executor, "WRITERS_WAIT_TIMEOUT", "200ms")
+    holder = create_sync_engine(postgres_schema_url)
+    with InterruptStore(postgres_schema_url) as store:
+        store.setup()
+        refund(store, "t-0")
+        try:
+            with holder.connect() as t1:
+                tx1 = hold_mint_open(t1, "held")
+                with pytest.raises(EvidenceError, match="stayed open"):
+                    store.checkpoint(key)
+                store.record_route("t-1", "finish", run_id="r1")  # not queued behind it
+                tx1.commit()
+        finally:
+            holder.dispose()
+        cp = store.checkpoint(key)
+        assert cp.document["previous"] is None  # the refused one was never recorded
+        assert check(store, cp, pub).ok

@@ -494,3 +494,45 @@ def test_metrics_report_the_events_a_held_writer_holds_back(
     finally:
         second.close()
         holder.dispose()
+
+
+def test_a_callers_engine_keeps_its_isolation_level_and_autocommit_writes_stay_atomic(
+    postgres_schema_url: str,
+) -> None:
+    """The store sends BEGIN itself: at the caller's isolation level, and, for its own writes, on an AUTOCOMMIT engine too (the event and its projection row in one transaction, among the writers)."""
+    with InterruptStore(postgres_schema_url) as owner:
+        owner.setup()
+    level = sa.create_engine(postgres_schema_url, isolation_level="REPEATABLE READ")
+    InterruptStore(level).close()  # prepares the engine
+    with level.begin() as conn:
+        assert conn.exec_driver_sql("SHOW transaction_isolation").scalar_one() == "repeatable read"
+    with level.connect() as conn, conn.execution_options(isolation_level="SERIALIZABLE").begin():
+        assert conn.exec_driver_sql("SHOW transaction_isolation").scalar_one() == "serializable"
+    level.dispose()
+
+    seen: dict[str, object] = {}
+    original = statements.insert_events
+
+    def spy(conn: sa.Connection, new_events: object) -> None:
+        original(conn, new_events)  # type: ignore[arg-type]
+        seen["status"] = conn.connection.dbapi_connection.info.transaction_status  # type: ignore[union-attr]
+        seen["locks"] = conn.exec_driver_sql(
+            "SELECT mode FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+        ).scalars().all()
+
+    autocommit = sa.create_engine(
+        postgres_schema_url, execution_options={"symfonic_fast_path": False}
+    ).execution_options(isolation_level="AUTOCOMMIT")
+    with InterruptStore(autocommit) as store:
+        import symfonic_store.append as append_module
+
+        real = append_module.insert_events
+        append_module.insert_events = spy  # type: ignore[assignment]
+        try:
+            store.record_route("auto", "finish", run_id="r1")
+        finally:
+            append_module.insert_events = real
+        assert seen["status"] == 2  # INTRANS: the projection row is still to come in it
+        assert seen["locks"] == ["ShareLock"]
+        assert [e.thread_id for e in store.events()] == ["auto"]
+        assert store.verify().ok

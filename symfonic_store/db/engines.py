@@ -13,7 +13,12 @@ from sqlalchemy.engine import URL, Connection, Engine
 
 from ..errors import InvalidInputError
 from ..events import canonical_json
-from .executor import WRITERS_LOCK, in_driver_transaction, leave_pipeline_for_sqlalchemy
+from .executor import (
+    WRITERS_LOCK,
+    in_driver_transaction,
+    leave_pipeline_for_sqlalchemy,
+    postgres_begin,
+)
 from .urls import _prepare_sqlite_path, async_url, scrub, sync_url
 
 if TYPE_CHECKING:
@@ -25,11 +30,6 @@ _SYNCHRONOUS_PRAGMA = {mode: "PRAGMA synchronous=" + mode for mode in SQLITE_SYN
 MAX_BUSY_TIMEOUT = 2_000_000
 """Seconds; SQLite keeps its busy timeout in milliseconds in a 32-bit int."""
 
-POSTGRES_BEGIN = "BEGIN; " + WRITERS_LOCK
-"""A PostgreSQL transaction's start: the writers' lock in SHARE mode (see
-:data:`~symfonic_store.db.executor.WRITERS_LOCK_KEY`) as its first statement, before the
-transaction has an id, sent with the BEGIN in one round trip. No parameters: the simple
-query protocol takes both statements at once."""
 
 
 def _run_on_driver(connection: Connection, sql: str) -> None:
@@ -59,7 +59,9 @@ def _install_postgres_behaviour(engine: Engine) -> None:
     """BEGIN sent by the store, so a write transaction takes the writers' lock with it.
 
     psycopg runs in autocommit mode and the BEGIN comes from SQLAlchemy's ``begin``
-    event (as on SQLite): :data:`POSTGRES_BEGIN`, for every transaction. COMMIT and
+    event (as on SQLite), at the isolation level psycopg was given; a write transaction
+    of the store's (``symfonic_write``) sends the writers' lock in SHARE mode with it, in
+    one round trip, before the transaction has an id. COMMIT and
     ROLLBACK stay psycopg's, which send them whenever a transaction is open. Every
     transaction that inserts events must take the lock before it gets a transaction id:
     readers rely on it to know which transactions may still commit events below their
@@ -92,9 +94,12 @@ def _install_postgres_behaviour(engine: Engine) -> None:
             # that transaction, after the pipeline has delivered what it holds.
             leave_pipeline_for_sqlalchemy(connection)
             return
-        if connection.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+        options = connection.get_execution_options()
+        if options.get("isolation_level") == "AUTOCOMMIT" and not options.get("symfonic_write"):
             # Asked for by the caller (PostgresSaver's CREATE INDEX CONCURRENTLY, reads
             # outside a transaction): SQLAlchemy's "transaction" is then no transaction.
+            # A write of the store's still gets its BEGIN: its events and projection
+            # commit together (psycopg sends the COMMIT of an open transaction).
             return
         dbapi_connection = connection.connection.dbapi_connection
         assert dbapi_connection is not None
@@ -102,14 +107,15 @@ def _install_postgres_behaviour(engine: Engine) -> None:
             # A connection pooled before the store prepared this engine (one given by
             # the caller): idle between transactions, so it may switch now.
             dbapi_connection.autocommit = True
-        if connection.get_execution_options().get("symfonic_appends", True) is False:
-            # A checkpoint's or an archive removal's: it inserts no events, and waits for
-            # the writers instead of joining them (Executor.begin).
-            _run_on_driver(connection, "BEGIN")
+        begin = postgres_begin(dbapi_connection)
+        if options.get("symfonic_write") and options.get("symfonic_appends", True):
+            # A write transaction of the store's (Executor.begin): among the writers.
+            _run_on_driver(connection, begin + "; " + WRITERS_LOCK)
             return
-        # Every transaction takes the lock, reads too: a holder without a transaction id
-        # never holds readers back, and so any transaction of this engine may append.
-        _run_on_driver(connection, POSTGRES_BEGIN)
+        # A read, a caller's own transaction, or a checkpoint's or an archive removal's
+        # (which waits for the writers instead of joining them): none may insert events
+        # (Executor.check_writer), so none holds readers or checkpoints back.
+        _run_on_driver(connection, begin)
 
     engine._symfonic_postgres = True  # type: ignore[attr-defined]
 

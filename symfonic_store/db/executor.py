@@ -37,7 +37,8 @@ outside a transaction.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
@@ -93,24 +94,64 @@ def state_of(conn: Connection) -> _State:
     return state
 
 
+def postgres_begin(dbapi_connection: Any) -> str:
+    """``BEGIN``, at the isolation level psycopg was told (by the caller's engine or its
+    ``execution_options``): the store sends BEGIN itself, so psycopg would not."""
+    # The asyncio engine's is SQLAlchemy's adapter around psycopg's AsyncConnection.
+    level = getattr(dbapi_connection, "driver_connection", dbapi_connection).isolation_level
+    if level is None:
+        return "BEGIN"
+    return "BEGIN ISOLATION LEVEL " + str(level.name).replace("_", " ")
+
+
 def in_driver_transaction(conn: Connection) -> bool:
     """Is a fast-path transaction (the driver's own BEGIN) open on ``conn``?"""
     state: _State | None = getattr(conn, _STATE, None)
     return state is not None and state.tx is not None
 
 _LOCK_SETUP = sa.select(sa.func.pg_advisory_xact_lock(SETUP_LOCK_KEY))
-_WAIT_FOR_WRITERS = (
-    f"SELECT pg_advisory_lock({WRITERS_LOCK_KEY}, hashtext(current_schema())), "
-    f"pg_advisory_unlock({WRITERS_LOCK_KEY}, hashtext(current_schema()))"
-)
-"""Wait for the SHARE holders of the writers' lock and let go at once: one statement,
-so the session lock is never left held by an error between the two."""
-
-
-def _wait_for_writers(conn: Connection) -> None:
+WRITERS_WAIT_TIMEOUT = "10s"
+"""How long a checkpoint or an archive removal waits for the write transactions in
+flight (each of the store's own lasts milliseconds). Meanwhile new appends queue behind
+it, so the wait is bounded: past it the checkpoint is refused, and appends go on."""
+@contextmanager
+def _writers_shut_out(conn: Connection) -> Iterator[None]:
     if conn.get_execution_options().get("symfonic_appends", True) and state_of(conn).tx != "write, no events":
-        raise AssertionError("wait_for_writers needs a transaction begun with appends=False")
-    conn.exec_driver_sql(_WAIT_FOR_WRITERS)
+        raise AssertionError("writers_shut_out needs a transaction begun with appends=False")
+    previous = conn.exec_driver_sql("SELECT current_setting('lock_timeout')").scalar_one()
+    try:
+        conn.exec_driver_sql(
+            f"SELECT set_config('lock_timeout', '{WRITERS_WAIT_TIMEOUT}', true), "
+            f"pg_advisory_lock({WRITERS_LOCK_KEY}, hashtext(current_schema()))"
+        )
+    except sa.exc.DBAPIError as exc:
+        if getattr(exc.orig, "sqlstate", None) == "55P03":  # lock_not_available
+            raise WritersBusyError(
+                f"a write transaction of this store stayed open for more than "
+                f"{WRITERS_WAIT_TIMEOUT} (see pg_stat_activity): nothing was signed; try again"
+            ) from None
+        raise
+    try:
+        conn.execute(_SET_LOCK_TIMEOUT, {"value": previous})
+        yield  # a later statement: a newer snapshot, taken with every writer shut out
+    finally:
+        try:
+            conn.exec_driver_sql(_UNLOCK_WRITERS)
+        except BaseException:
+            # A session lock outlives the transaction: never hand the connection back
+            # to the pool holding it (closing it ends the session, and the lock).
+            if not conn.invalidated:
+                conn.invalidate()
+            raise
+
+
+_SET_LOCK_TIMEOUT = sa.select(sa.func.set_config("lock_timeout", sa.bindparam("value"), True))
+_UNLOCK_WRITERS = f"SELECT pg_advisory_unlock({WRITERS_LOCK_KEY}, hashtext(current_schema()))"
+
+
+class WritersBusyError(Exception):
+    """The writers' lock could not be taken EXCLUSIVE within the wait (the caller says
+    what it means for its operation)."""
 
 
 _LOCK_EVIDENCE = sa.select(
@@ -191,15 +232,17 @@ class Executor:
         """Serialise checkpoints and archive removals until commit, where the backend needs
         it (SQLite's write transaction already holds the database lock)."""
 
-    def wait_for_writers(self, conn: Connection) -> None:
-        """Return once every write transaction that began before the call has ended, so
-        that no event can commit later at or below the log's last position now.
+    def writers_shut_out(self, conn: Connection) -> AbstractContextManager[None]:
+        """While inside, no write transaction is in flight and none can start, so the
+        log's last position read inside is final: no event can commit later below it.
 
-        SQLite: nothing to wait for (its write transaction is the only writer). PostgreSQL:
-        the writers' lock taken EXCLUSIVE at session level, then let go (new writers wait
-        meanwhile); only from a transaction begun with ``appends=False``, which holds no
-        share of it.
+        SQLite: its write transaction is the only writer already. PostgreSQL: the writers'
+        lock taken EXCLUSIVE at session level (it waits for every write transaction in
+        flight, at most :data:`WRITERS_WAIT_TIMEOUT`, then raises
+        :class:`WritersBusyError`; new appends queue meanwhile), let go on the way out;
+        only from a transaction begun with ``appends=False``, which holds no share of it.
         """
+        return nullcontext()
 
 
 class CoreExecutor(Executor):
@@ -224,17 +267,23 @@ class CoreExecutor(Executor):
 def _check_postgres_writer(conn: Connection) -> None:
     # Readers trust that every transaction inserting events took the writers' lock at
     # its BEGIN, before it had a transaction id: the fast path's BEGIN, or the one the
-    # store's engines send for every transaction.
+    # store's engines send for its write transactions (symfonic_write).
     # A transaction begun with appends=False did not take it, and must not insert.
     tx = state_of(conn).tx
     if tx is not None:
         ok = tx == "write"
     else:
+        options = conn.get_execution_options()
         ok = bool(
             getattr(conn.engine, "_symfonic_postgres", False)
             and conn.in_transaction()
-            and conn.get_execution_options().get("symfonic_appends", True)
+            and options.get("symfonic_write")
+            and options.get("symfonic_appends", True)
         )
+    if ok and tx is None:
+        # The server's word, not SQLAlchemy's: a BEGIN was sent (not an AUTOCOMMIT no-op).
+        dbapi = conn.connection.dbapi_connection
+        ok = dbapi is not None and dbapi.info.transaction_status != 0  # not IDLE
     if not ok:
         raise AssertionError(
             "events must be appended in a write transaction of an engine prepared by "
@@ -257,8 +306,8 @@ class PostgresExecutor(CoreExecutor):
     def lock_evidence(self, conn: Connection) -> None:
         conn.execute(_LOCK_EVIDENCE)
 
-    def wait_for_writers(self, conn: Connection) -> None:
-        _wait_for_writers(conn)
+    def writers_shut_out(self, conn: Connection) -> AbstractContextManager[None]:
+        return _writers_shut_out(conn)
 
 
 @dataclass(slots=True)
@@ -547,12 +596,16 @@ class PostgresCursorExecutor(CursorExecutor):
             return None
         state = state_of(conn)
         self._mark_write(conn, state)
+        try:
+            begin = postgres_begin(self._cursors(conn)[1].connection)
+        except self._error as exc:
+            raise self._driver_error(conn, "BEGIN", (), exc) from exc
         if not appends:
-            self._run(conn, "BEGIN")  # not among the writers (see Executor.begin)
+            self._run(conn, begin)  # not among the writers (see Executor.begin)
             state.tx = "write, no events"
             return None
         if not self._pipelines:
-            self._run(conn, "BEGIN; " + WRITERS_LOCK)
+            self._run(conn, begin + "; " + WRITERS_LOCK)
         else:
             try:
                 cursor = self._cursors(conn)[1]
@@ -562,7 +615,7 @@ class PostgresCursorExecutor(CursorExecutor):
                 # Queued: they travel with the transaction's first read. Explicit, so a
                 # sync inside the pipeline (psycopg makes one now and then) never
                 # commits half a transaction.
-                cursor.execute("BEGIN")
+                cursor.execute(begin)
                 cursor.execute(WRITERS_LOCK)
             except self._error as exc:
                 self._leave_pipeline(conn, exc)
@@ -630,8 +683,8 @@ class PostgresCursorExecutor(CursorExecutor):
     def lock_evidence(self, conn: Connection) -> None:
         conn.execute(_LOCK_EVIDENCE)
 
-    def wait_for_writers(self, conn: Connection) -> None:
-        _wait_for_writers(conn)
+    def writers_shut_out(self, conn: Connection) -> AbstractContextManager[None]:
+        return _writers_shut_out(conn)
 
 
 def leave_pipeline_for_sqlalchemy(conn: Connection) -> None:

@@ -1088,10 +1088,16 @@ def lock_evidence(conn: Connection) -> None:
     executor_for(conn).lock_evidence(conn)
 
 
-def wait_for_writers(conn: Connection) -> None:
-    """Let every write transaction in flight end first (see the executor): then nothing
-    can commit later at or below the log's last position."""
-    executor_for(conn).wait_for_writers(conn)
+def final_max_position(conn: Connection) -> int:
+    """The log's last position, read while no write transaction is in flight (see
+    :meth:`~symfonic_store.db.executor.Executor.writers_shut_out`): no event can commit
+    at or below it later.
+
+    Raises:
+        WritersBusyError: on PostgreSQL, a write transaction stayed open past the wait.
+    """
+    with executor_for(conn).writers_shut_out(conn):
+        return max_position(conn)
 
 
 def max_position(conn: Connection) -> int:

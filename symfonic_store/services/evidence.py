@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import Connection
 
 from ..db import statements as sql
+from ..db.executor import WritersBusyError
 from ..errors import EvidenceError, InvalidInputError
 from ..events import GENESIS_HASH, StoredEvent, canonical_json, event_hash
 
@@ -657,9 +658,9 @@ def take(
 
     Runs in one write transaction that inserts no events (``appends=False``);
     concurrent takes are serialised by the evidence lock (PostgreSQL) or the write lock
-    (SQLite), and ``seq`` keeps them from forking. On PostgreSQL it first waits for the
-    write transactions in flight (:func:`~symfonic_store.db.statements.wait_for_writers`):
-    new appends wait that long too.
+    (SQLite), and ``seq`` keeps them from forking. On PostgreSQL it reads its position
+    with the writers shut out (:func:`~symfonic_store.db.statements.final_max_position`):
+    it waits for the write transactions in flight, and new appends wait that long too.
 
     Raises:
         EvidenceError: the log no longer extends the latest checkpoint, the kept state
@@ -683,10 +684,12 @@ def take(
         if problem is not None:
             raise _altered_state(f"the latest checkpoint recorded there: {problem}")
     # With parallel writers (PostgreSQL), a transaction in flight may still commit an
-    # event below the last position: wait for those to end, so the position covers
-    # exactly what a gap-safe reader can see and a later commit lands above it.
-    sql.wait_for_writers(conn)
-    position = sql.max_position(conn)
+    # event below the last position: read it with the writers shut out, so the position
+    # covers exactly what a gap-safe reader can see and a later commit lands above it.
+    try:
+        position = sql.final_max_position(conn)
+    except WritersBusyError as exc:
+        raise EvidenceError(f"refusing to sign: {exc}") from None
     archives = sql.max_archive_id(conn)
     if last is not None and position < last.position:
         raise EvidenceError(
@@ -743,7 +746,7 @@ def take(
         "taken_at": now.isoformat(),
         "key_id": kid,
         # What a gap-safe reader had seen, and the writers still open: none, since
-        # wait_for_writers let them end first, so a later commit lands above ``position``.
+        # final_max_position let them end first, so a later commit lands above ``position``.
         "cursor": position,
         "in_flight": [],
     }

@@ -107,7 +107,7 @@ class Op(Generic[T]):
     appends: bool = True
     """May the write insert events? False for checkpoints and archive removals: on
     PostgreSQL their transactions do not join the writers (they wait for them instead,
-    :func:`~symfonic_store.db.statements.wait_for_writers`)."""
+    :func:`~symfonic_store.db.statements.final_max_position`)."""
 
 
 @dataclass(frozen=True, slots=True)
