@@ -95,11 +95,12 @@ def _install_postgres_behaviour(engine: Engine) -> None:
             leave_pipeline_for_sqlalchemy(connection)
             return
         options = connection.get_execution_options()
-        if options.get("isolation_level") == "AUTOCOMMIT" and not options.get("symfonic_write"):
+        if options.get("isolation_level") == "AUTOCOMMIT" and "symfonic_write" not in options:
             # Asked for by the caller (PostgresSaver's CREATE INDEX CONCURRENTLY, reads
             # outside a transaction): SQLAlchemy's "transaction" is then no transaction.
-            # A write of the store's still gets its BEGIN: its events and projection
-            # commit together (psycopg sends the COMMIT of an open transaction).
+            # The store's own transactions (Executor.begin) still get their BEGIN: a
+            # write's events and projection commit together, a read's server-side
+            # cursor has its transaction (psycopg sends the COMMIT of an open one).
             return
         dbapi_connection = connection.connection.dbapi_connection
         assert dbapi_connection is not None
