@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.engine import Connection
@@ -12,7 +12,6 @@ from sqlalchemy.engine import Connection
 from .. import native
 from ..db.statements import audit_attempts_query, audit_query
 from ..events import RESUMED
-from ..projection import is_native_mint
 
 AUDIT_FIELDS = (
     "thread_id",
@@ -93,23 +92,11 @@ class AuditRecord:
         return cells
 
 
-def _minted_at(marker: dict[str, Any], recorded: datetime) -> datetime:
-    minted_at = marker.get("minted_at")
-    if isinstance(minted_at, int | float) and not isinstance(minted_at, bool):
-        try:
-            return datetime.fromtimestamp(minted_at, UTC)
-        except (OverflowError, OSError, ValueError):
-            return recorded
-    return recorded
-
-
-def _decisions(marker: dict[str, Any], end_type: str | None, end_data: Any) -> list[str | None]:
+def _decisions(native_mint: bool, end_type: str | None, decisions: list[Any] | None) -> list[Any]:
     """The decision types the answer recorded (LangGraph interrupts only)."""
-    if end_type != RESUMED or not is_native_mint(marker) or not isinstance(end_data, dict):
+    if end_type != RESUMED or not native_mint:
         return []
-    if "decisions" in end_data:
-        return list(end_data["decisions"])
-    return [end_data.get("decision")]
+    return [None] if decisions is None else decisions
 
 
 def audit(
@@ -123,16 +110,20 @@ def audit(
     # One more statement for every record's refused answers, grouped here: a query per
     # record would cost a round trip per interrupt (bench/audit.py: 10,000 of them).
     attempts: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for t_id, i_id, a_actor, a_data, a_at in conn.execute(
+    for t_id, i_id, a_actor, a_why, a_error, a_at in conn.execute(
         audit_attempts_query(thread_id=thread_id, actor=actor)
     ):
         attempts.setdefault((t_id, i_id), []).append(
-            {"actor": a_actor, "why": a_data.get("why"), "error": a_data.get("error"), "at": a_at}
+            {"actor": a_actor, "why": a_why, "error": a_error, "at": a_at}
         )
+    # Every value comes from the audit columns (symfonic_store/audit_columns.py), written
+    # at append time: no mint's or ending's JSON data is decoded here.
     records: list[tuple[datetime, int, AuditRecord]] = []
     for row in conn.execute(audit_query(thread_id=thread_id, actor=actor)):
-        (position, t_id, i_id, marker, recorded, end_type, end_actor, end_data, end_at) = row
-        minted_at = _minted_at(marker, recorded)
+        (
+            position, t_id, i_id, name, payload, minted_at, native_mint,
+            end_type, end_actor, end_reason, end_response, end_decisions, end_at,
+        ) = row
         if since is not None and minted_at < since:
             continue
         if until is not None and minted_at > until:
@@ -140,14 +131,14 @@ def audit(
         if end_type is None:
             outcome, reason, response = "pending", None, None
         elif end_type == RESUMED:
-            outcome, reason, response = "resumed", None, end_data.get("response")
+            outcome, reason, response = "resumed", None, end_response
         else:
-            outcome, reason, response = "expired", end_data.get("reason"), None
+            outcome, reason, response = "expired", end_reason, None
         common = {
             "thread_id": t_id,
             "interrupt_id": i_id,
-            "name": marker.get("name"),
-            "payload": marker.get("payload"),
+            "name": name,
+            "payload": payload,
             "minted_at": minted_at,
             "outcome": outcome,
             "reason": reason,
@@ -156,8 +147,8 @@ def audit(
             "resolved_at": end_at,
             "attempts": attempts.get((t_id, i_id), []),
         }
-        found = _decisions(marker, end_type, end_data)
-        requests = native.action_requests(marker.get("payload")) if is_native_mint(marker) else None
+        found = _decisions(native_mint, end_type, end_decisions)
+        requests = native.action_requests(payload) if native_mint else None
         if requests:
             # A batched HITL request: one record per action request, sharing the id.
             for index, action in enumerate(requests):
