@@ -10,6 +10,11 @@ A thread archived by ``archive`` (SPEC §10) keeps its head with ``archived_vers
 chain starts again after that version, from the hash its archive record holds, and a
 head with no events is the archived head, not a removal, when that record matches it.
 
+The audit columns beside each event (symfonic_store/audit_columns.py: the copies of its
+data that ``audit()`` reads) are not covered by the hash: ``verify`` recomputes each one
+from the hashed data, and a copy that disagrees is that event's problem (``kind`` audit),
+so "who approved what" cannot be changed through them unnoticed.
+
 Neither check stops someone who re-forges the chain and the head together; the signed
 checkpoints do (services/evidence.py). ``verify`` also reports append-only triggers that
 are missing, disabled or replaced (db/guards.py): while they are off, anything goes.
