@@ -698,9 +698,9 @@ def count_events(conn: Connection) -> int:
     return int(conn.execute(sa.select(sa.func.count()).select_from(events)).scalar_one())
 
 
-def audit_query(*, thread_id: str | None, actor: str | None) -> sa.Select[Any]:
+def _audit_query(*, by_thread: bool, by_actor: bool) -> sa.Select[Any]:
     """Each mint joined to its ending (if any), in mint order: their audit columns, not
-    their data (symfonic_store/audit_columns.py)."""
+    their data (symfonic_store/audit_columns.py). Binds ``t`` / ``a`` when filtered."""
     mint = events.alias("mint")
     ending = events.alias("ending")
     query = (
@@ -725,23 +725,24 @@ def audit_query(*, thread_id: str | None, actor: str | None) -> sa.Select[Any]:
                 sa.and_(
                     ending.c.thread_id == mint.c.thread_id,
                     ending.c.interrupt_id == mint.c.interrupt_id,
-                    ending.c.type.in_(ENDINGS),
+                    # ORs of plain binds (not IN): the statement compiles to fixed SQL.
+                    sa.or_(*(ending.c.type == t for t in ENDINGS)),
                 ),
             )
         )
         .where(mint.c.type == MINTED)
         .order_by(mint.c.position)
     )
-    if thread_id is not None:
-        query = query.where(mint.c.thread_id == thread_id)
-    if actor is not None:
-        query = query.where(ending.c.actor == actor)
+    if by_thread:
+        query = query.where(mint.c.thread_id == sa.bindparam("t"))
+    if by_actor:
+        query = query.where(ending.c.actor == sa.bindparam("a"))
     return query
 
 
-def audit_attempts_query(*, thread_id: str | None, actor: str | None) -> sa.Select[Any]:
+def _audit_attempts_query(*, by_thread: bool, by_actor: bool) -> sa.Select[Any]:
     """The refused answers (``interrupt.resume_rejected``) to the interrupts that
-    :func:`audit_query` lists, in one statement: per thread, in version order.
+    :func:`_audit_query` lists, in one statement: per thread, in version order.
 
     Columns: ``thread_id``, ``interrupt_id``, ``actor``, ``audit_reason`` (the ``why``),
     ``audit_error``, ``occurred_at``.
@@ -771,19 +772,38 @@ def audit_attempts_query(*, thread_id: str | None, actor: str | None) -> sa.Sele
         .where(rejected.c.type == RESUME_REJECTED)
         .order_by(rejected.c.thread_id, rejected.c.version)
     )
-    if thread_id is not None:
-        query = query.where(rejected.c.thread_id == thread_id)
-    if actor is not None:  # the records audit_query keeps: answered or ended by ``actor``
+    if by_thread:
+        query = query.where(rejected.c.thread_id == sa.bindparam("t"))
+    if by_actor:  # the records _audit_query keeps: answered or ended by ``actor``
         ending = events.alias("ending")
         query = query.where(
             sa.exists().where(
                 ending.c.thread_id == rejected.c.thread_id,
                 ending.c.interrupt_id == rejected.c.interrupt_id,
-                ending.c.type.in_(ENDINGS),
-                ending.c.actor == actor,
+                sa.or_(*(ending.c.type == t for t in ENDINGS)),
+                ending.c.actor == sa.bindparam("a"),
             )
         )
     return query
+
+
+# Module constants, one per filter, so the fast paths compile each once.
+_AUDIT = {
+    (t, a): (_audit_query(by_thread=t, by_actor=a), _audit_attempts_query(by_thread=t, by_actor=a))
+    for t in (False, True)
+    for a in (False, True)
+}
+
+
+def audit_rows(
+    conn: Connection, *, thread_id: str | None, actor: str | None
+) -> tuple[Sequence[Sequence[Any]], Sequence[Sequence[Any]]]:
+    """The rows of the audit: the mints with their endings, then the refused answers
+    (columns as :func:`_audit_query` and :func:`_audit_attempts_query` list them)."""
+    records, attempts = _AUDIT[(thread_id is not None, actor is not None)]
+    params = {"t": thread_id, "a": actor}
+    executor = executor_for(conn)
+    return executor.fetch(conn, records, params), executor.fetch(conn, attempts, params)
 
 
 def _is_marker_mint() -> sa.ColumnElement[bool]:

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from .. import native
-from ..db.statements import audit_attempts_query, audit_query
+from ..db.statements import audit_rows
 from ..events import RESUMED
 
 AUDIT_FIELDS = (
@@ -109,21 +109,20 @@ def audit(
 ) -> list[AuditRecord]:
     # One more statement for every record's refused answers, grouped here: a query per
     # record would cost a round trip per interrupt (bench/audit.py: 10,000 of them).
+    rows, attempt_rows = audit_rows(conn, thread_id=thread_id, actor=actor)
     attempts: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for t_id, i_id, a_actor, a_why, a_error, a_at in conn.execute(
-        audit_attempts_query(thread_id=thread_id, actor=actor)
-    ):
+    for t_id, i_id, a_actor, a_why, a_error, a_at in attempt_rows:
         attempts.setdefault((t_id, i_id), []).append(
             {"actor": a_actor, "why": a_why, "error": a_error, "at": a_at}
         )
     # Every value comes from the audit columns (symfonic_store/audit_columns.py), written
     # at append time: no mint's or ending's JSON data is decoded here.
     records: list[tuple[datetime, int, AuditRecord]] = []
-    for row in conn.execute(audit_query(thread_id=thread_id, actor=actor)):
-        (
-            position, t_id, i_id, name, payload, minted_at, native_mint,
-            end_type, end_actor, end_reason, end_response, end_decisions, end_at,
-        ) = row
+    append = records.append
+    for (
+        position, t_id, i_id, name, payload, minted_at, native_mint,
+        end_type, end_actor, end_reason, end_response, end_decisions, end_at,
+    ) in rows:
         if since is not None and minted_at < since:
             continue
         if until is not None and minted_at > until:
@@ -134,29 +133,27 @@ def audit(
             outcome, reason, response = "resumed", None, end_response
         else:
             outcome, reason, response = "expired", end_reason, None
-        common = {
-            "thread_id": t_id,
-            "interrupt_id": i_id,
-            "name": name,
-            "payload": payload,
-            "minted_at": minted_at,
-            "outcome": outcome,
-            "reason": reason,
-            "actor": end_actor,
-            "response": response,
-            "resolved_at": end_at,
-            "attempts": attempts.get((t_id, i_id), []),
-        }
+        tried = attempts.get((t_id, i_id)) if attempts else None
+        if not native_mint:
+            append((minted_at, position, AuditRecord(
+                t_id, i_id, name, payload, minted_at, outcome, reason, end_actor, response,
+                end_at, [] if tried is None else tried,
+            )))
+            continue
         found = _decisions(native_mint, end_type, end_decisions)
-        requests = native.action_requests(payload) if native_mint else None
+        requests = native.action_requests(payload)
         if requests:
             # A batched HITL request: one record per action request, sharing the id.
             for index, action in enumerate(requests):
                 decision = found[index] if index < len(found) else None
-                record = AuditRecord(**common, decision=decision, action=action, action_index=index)
-                records.append((minted_at, position, record))
+                append((minted_at, position, AuditRecord(
+                    t_id, i_id, name, payload, minted_at, outcome, reason, end_actor, response,
+                    end_at, [] if tried is None else tried, decision, action, index,
+                )))
             continue
-        record = AuditRecord(**common, decision=found[0] if found else None)
-        records.append((minted_at, position, record))
+        append((minted_at, position, AuditRecord(
+            t_id, i_id, name, payload, minted_at, outcome, reason, end_actor, response,
+            end_at, [] if tried is None else tried, found[0] if found else None,
+        )))
     records.sort(key=lambda item: (item[0], item[1]))
     return [record for _, _, record in records]
