@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
 
 from sqlalchemy.engine import Connection
@@ -92,6 +96,28 @@ class AuditRecord:
         return cells
 
 
+_MINTED_AT = attrgetter("minted_at")
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while the records are built.
+
+    Every row, payload, record and attempts list survives until the audit returns, so
+    each collection the allocations trigger walks all of them again for nothing (none
+    is garbage, none is a cycle): 10,000 records cost a third more with the collector
+    on (bench/audit.py). Reference counting still frees everything as usual; a
+    collector the caller had switched off stays off.
+    """
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
 def _decisions(native_mint: bool, end_type: str | None, decisions: list[Any] | None) -> list[Any]:
     """The decision types the answer recorded (LangGraph interrupts only)."""
     if end_type != RESUMED or not native_mint:
@@ -100,6 +126,20 @@ def _decisions(native_mint: bool, end_type: str | None, decisions: list[Any] | N
 
 
 def audit(
+    conn: Connection,
+    *,
+    thread_id: str | None,
+    actor: str | None,
+    since: datetime | None,
+    until: datetime | None,
+) -> list[AuditRecord]:
+    """One record per interrupt from the audit columns (SPEC §3 ``audit``), oldest mint
+    first; ``since``/``until`` bound ``minted_at``."""
+    with _collector_paused():
+        return _records(conn, thread_id=thread_id, actor=actor, since=since, until=until)
+
+
+def _records(
     conn: Connection,
     *,
     thread_id: str | None,
@@ -117,10 +157,10 @@ def audit(
         )
     # Every value comes from the audit columns (symfonic_store/audit_columns.py), written
     # at append time: no mint's or ending's JSON data is decoded here.
-    records: list[tuple[datetime, int, AuditRecord]] = []
+    records: list[AuditRecord] = []
     append = records.append
     for (
-        position, t_id, i_id, name, payload, minted_at, native_mint,
+        _position, t_id, i_id, name, payload, minted_at, native_mint,
         end_type, end_actor, end_reason, end_response, end_decisions, end_at,
     ) in rows:
         if since is not None and minted_at < since:
@@ -135,10 +175,10 @@ def audit(
             outcome, reason, response = "expired", end_reason, None
         tried = attempts.get((t_id, i_id)) if attempts else None
         if not native_mint:
-            append((minted_at, position, AuditRecord(
+            append(AuditRecord(
                 t_id, i_id, name, payload, minted_at, outcome, reason, end_actor, response,
                 end_at, [] if tried is None else tried,
-            )))
+            ))
             continue
         found = _decisions(native_mint, end_type, end_decisions)
         requests = native.action_requests(payload)
@@ -146,14 +186,15 @@ def audit(
             # A batched HITL request: one record per action request, sharing the id.
             for index, action in enumerate(requests):
                 decision = found[index] if index < len(found) else None
-                append((minted_at, position, AuditRecord(
+                append(AuditRecord(
                     t_id, i_id, name, payload, minted_at, outcome, reason, end_actor, response,
                     end_at, [] if tried is None else tried, decision, action, index,
-                )))
+                ))
             continue
-        append((minted_at, position, AuditRecord(
+        append(AuditRecord(
             t_id, i_id, name, payload, minted_at, outcome, reason, end_actor, response,
             end_at, [] if tried is None else tried, found[0] if found else None,
-        )))
-    records.sort(key=lambda item: (item[0], item[1]))
-    return [record for _, _, record in records]
+        ))
+    # Stable: rows come in position order, so records minted at the same time keep it.
+    records.sort(key=_MINTED_AT)
+    return records
