@@ -28,6 +28,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from bench.harness import paired, parser, report, say, scratch_dir
 from symfonic_store import InterruptStore
+from symfonic_store.audit_columns import derive as derive_audit_columns
 from symfonic_store.db.schema import events
 from symfonic_store.demo import APPROVAL, build_agent_graph
 from symfonic_store.events import GENESIS_HASH, event_hash
@@ -67,7 +68,8 @@ def copy_threads(checkpoints: sqlite3.Connection, store: InterruptStore, seeds: 
                         "data": e.data, "occurred_at": e.occurred_at,
                     }
                     prev = event_hash(prev, **content)
-                    rows.append({**content, "hash": prev})
+                    # The audit columns the store's own INSERT writes beside the event.
+                    rows.append({**content, "hash": prev, **derive_audit_columns(e.type, e.data, e.occurred_at)})
             conn.execute(events.insert(), rows)
     store.rebuild_projection()
     for table in ("checkpoints", "writes"):

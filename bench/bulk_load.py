@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from symfonic_store import InterruptStore
+from symfonic_store.audit_columns import derive as derive_audit_columns
 from symfonic_store.db.schema import events
 from symfonic_store.events import EXPIRED, GENESIS_HASH, MINTED, RESUMED, ROUTE_DECIDED, event_hash
 
@@ -66,6 +67,8 @@ def _rows_of_thread(
         return {
             "thread_id": thread_id, "version": version, "type": type_, "interrupt_id": iid,
             "run_id": run_id, "actor": actor, "data": data, "occurred_at": at, "hash": h,
+            # What the store's own INSERT writes beside the event (verify checks them).
+            **derive_audit_columns(type_, data, at),
         }
 
     while version < n:

@@ -33,13 +33,16 @@ from .db.statements import (
 )
 from .db.translate import translate_errors
 from .errors import ConcurrencyConflictError, SymfonicStoreError
-from .events import ENDINGS, MINTED, NewEvent, seal
+from .events import ENDINGS, MINTED, RESUMED, NewEvent, canonical_json, seal
 from .projection import ThreadState, apply, is_native_mint, open_from_event
 from .protocol import MARKER_KEYS
 
 T = TypeVar("T")
 
 WRITE_ATTEMPTS = 5
+
+_COPIED = {MINTED: "payload", RESUMED: "response"}
+"""The key of ``data`` an audit column copies as JSON, by event type (audit_columns.py)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +119,12 @@ class ThreadWriter:
         ``encoded``: canonical JSON of some of ``data``'s values, already made (by the
         validation's size check), so they are not encoded again.
         """
+        # The values the audit columns copy are encoded once, here or by the caller,
+        # and spliced into the data's JSON: the row binds the same text twice.
+        copied = _COPIED.get(type)
+        if copied is not None and copied in data and data[copied] is not None:
+            if encoded is None or copied not in encoded:
+                encoded = {**(encoded or {}), copied: canonical_json(data[copied])}
         event = seal(
             NewEvent(
                 thread_id=self.state.thread_id,

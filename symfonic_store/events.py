@@ -81,6 +81,9 @@ class NewEvent:
     data_json: str = field(default="")
     """``data`` as canonical JSON, encoded once by :func:`seal`: the hash covers exactly
     this text, and the row stores it (on executors that take encoded JSON)."""
+    encoded: Mapping[str, str] = field(default_factory=dict)
+    """Canonical JSON of some of ``data``'s top-level values, spliced into ``data_json``
+    by :func:`seal`: the audit columns that copy them bind the same text."""
 
     def row(self) -> dict[str, Any]:
         return {
@@ -171,7 +174,8 @@ def seal(event: NewEvent, prev_hash: str, encoded: Mapping[str, str] | None = No
     see :func:`canonical_json_with`), and the hashed body is assembled around that text:
     the same bytes as :func:`event_hash` encodes, without encoding the data twice.
     """
-    data_json = event.data_json = canonical_json_with(event.data, encoded or {})
+    encoded = event.encoded = encoded or {}
+    data_json = event.data_json = canonical_json_with(event.data, encoded)
     head = canonical_json(
         [
             prev_hash,

@@ -4,6 +4,7 @@
 
 - every event row is whole: every non-nullable column is set, the type is known, the
   data is a JSON object, the hash is 64 hex digits (no half-written event);
+- its audit columns are what its data gives (``symfonic_store.audit_columns.derive``);
 - per thread, versions are exactly 1..n and positions grow with them (I2);
 - at most one mint and one ending per (thread, interrupt) (I3, I4);
 - ``verify()`` finds every hash chain intact (I9);
@@ -22,6 +23,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from symfonic_store import InterruptStore
+from symfonic_store.audit_columns import AUDIT_COLUMNS
+from symfonic_store.audit_columns import derive as derive_audit_columns
 from symfonic_store.db.schema import events as events_table
 from symfonic_store.db.schema import open_interrupts as open_interrupts_table
 from symfonic_store.db.schema import threads as threads_table
@@ -69,6 +72,8 @@ def assert_consistent(store: InterruptStore) -> dict[str, dict[str, Any]]:
         assert isinstance(row["data"], dict), row
         assert _HEX64.match(row["hash"]), row
         assert row["occurred_at"].tzinfo is not None, row
+        copies = derive_audit_columns(row["type"], row["data"], row["occurred_at"])
+        assert {c: row[c] for c in AUDIT_COLUMNS} == copies, f"audit columns of position {row['position']}"
         versions[row["thread_id"]].append((row["version"], row["position"]))
         key = (row["thread_id"], row["interrupt_id"])
         if row["type"] == MINTED:

@@ -35,6 +35,7 @@ from symfonic_store import (
     SymfonicStoreError,
     build_interrupt_marker,
 )
+from symfonic_store.audit_columns import AUDIT_COLUMNS
 from symfonic_store.db.executor import (
     FAST_PATH_OPTION,
     CoreExecutor,
@@ -67,6 +68,16 @@ class Step:
     tick: float = 1.0
 
 
+NATIVE_ID = "n" * 32
+NATIVE_WAIT = {
+    "interrupt_id": NATIVE_ID,
+    "value": {"action_requests": [{"name": "wire", "args": {}}, {"name": "mail", "args": {}}],
+              "review_configs": []},
+    "task_id": "task-1", "checkpoint_id": "cp-1", "checkpoint_ns": "", "breakpoint": False,
+}
+HITL_ANSWER = {"decisions": [{"type": "approve"}, {"type": "reject"}]}
+
+
 def scenario() -> list[Step]:
     """The scenario's calls; built under the frozen clock, so every marker's minted_at is T0."""
     return [
@@ -93,6 +104,12 @@ def scenario() -> list[Step]:
         Step("sweep, dry run", "sweep", (), {"ttl_seconds": TTL, "dry_run": True}),
         Step("sweep", "sweep", (), {"ttl_seconds": TTL, "batch_size": 1}),
         Step("sweep again", "sweep", (), {"ttl_seconds": TTL}),
+        # LangGraph interrupts (SPEC §8): a batched HITL request refused once, then answered.
+        Step("native interrupts", "record_waiting", ("t-7", [NATIVE_WAIT]), {"graph": "payments"}),
+        Step("claim", "claim", ("t-7", NATIVE_ID, HITL_ANSWER), {"actor": "dave"}),
+        Step("release", "release", ("t-7", NATIVE_ID), {"error": "not taken"}),
+        Step("claim again", "claim", ("t-7", NATIVE_ID, HITL_ANSWER), {"actor": "dave"}),
+        Step("confirm", "confirm", ("t-7", NATIVE_ID)),
         Step("pending", "pending", ("t-1",)),
         Step("state", "state", ("t-2",)),
         Step("is_current", "is_current", ("t-4",), {"ttl_seconds": TTL}),
@@ -245,7 +262,13 @@ def test_the_scenario_gives_identical_results_with_the_fast_path_on_and_off(
     assert kinds == {"ok", "error"}
     assert dict(fast)["sweep"][1].expired, "the sweep expired nothing"
     assert isinstance(dict(fast)["resume"][1], Command)
-    assert tables(fast_url) == tables(core_url)
+    fast_tables = tables(fast_url)
+    assert fast_tables == tables(core_url)
+    # The audit columns are among the columns compared, and every kind of them was written.
+    names = [c.name for c in events.c if c.name != "tx_id"]
+    filled = {name for row in fast_tables[0] for name, value in zip(names, row, strict=True)
+              if name.startswith("audit_") and value is not None}
+    assert filled == set(AUDIT_COLUMNS)
 
 
 async def test_the_asyncio_store_gives_identical_results_with_the_fast_path_on_and_off(tmp_path: Path) -> None:

@@ -110,6 +110,17 @@ events = sa.Table(
     # SPEC §11), set by the trigger of POSTGRES_TX_ID_TRIGGER (its default, the inserting
     # transaction's id, when the trigger is off), never by the application.
     sa.Column("tx_id", sa.BigInteger(), nullable=True),
+    # The audit columns (symfonic_store/audit_columns.py, since 0011_audit_columns): what
+    # audit() reports, copied from ``data`` by the append's own INSERT. Not covered by the
+    # hash; verify() recomputes them from the data. NULL where they do not apply.
+    sa.Column("audit_name", sa.Text(), nullable=True),
+    sa.Column("audit_payload", sa.JSON(none_as_null=True), nullable=True),
+    sa.Column("audit_minted_at", UTCDateTime(), nullable=True),
+    sa.Column("audit_native", sa.Boolean(), nullable=True),
+    sa.Column("audit_response", sa.JSON(none_as_null=True), nullable=True),
+    sa.Column("audit_decisions", sa.JSON(none_as_null=True), nullable=True),
+    sa.Column("audit_reason", sa.Text(), nullable=True),
+    sa.Column("audit_error", sa.Text(), nullable=True),
     sa.UniqueConstraint("thread_id", "version", name="uq_symfonic_events_thread_version"),
     sa.Index("ix_symfonic_events_interrupt", "thread_id", "interrupt_id"),
     sa.Index("ix_symfonic_events_actor", "actor", "occurred_at"),

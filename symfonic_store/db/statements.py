@@ -17,6 +17,8 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
+from ..audit_columns import AUDIT_COLUMNS, JSON_COPIES
+from ..audit_columns import derive as derive_audit_columns
 from ..events import ENDINGS, MINTED, RESUME_REJECTED, ROUTE_DECIDED, NewEvent, StoredEvent
 from ..native import NATIVE_SOURCE
 from ..projection import ThreadState
@@ -65,9 +67,9 @@ THREAD_ROW_KEYS = (
 """The keys of :func:`thread_row`, the columns the projection INSERT binds."""
 EVENT_ROW_KEYS = (
     "thread_id", "version", "type", "interrupt_id", "run_id", "actor", "data",
-    "occurred_at", "hash",
+    "occurred_at", "hash", *AUDIT_COLUMNS,
 )
-"""The keys of ``NewEvent.row()``, the columns the event INSERT binds."""
+"""The keys of ``NewEvent.row()`` and its audit columns: the columns the event INSERT binds."""
 
 
 def to_event(row: Row[Any] | Sequence[Any]) -> StoredEvent:
@@ -381,12 +383,22 @@ def insert_events(conn: Connection, new_events: Sequence[NewEvent]) -> None:
     if not new_events:
         return
     executor = executor_for(conn)
-    rows = [e.row() for e in new_events]
+    rows = []
+    for e in new_events:
+        row = e.row()
+        row.update(derive_audit_columns(e.type, e.data, e.occurred_at))
+        rows.append(row)
     if executor.takes_json_text:
-        # The canonical text the hash covers, stored as it is: encoded once.
+        # The canonical text the hash covers, stored as it is: encoded once. The audit
+        # columns that copy a value of the data bind the text spliced into it.
         for row, event in zip(rows, new_events, strict=True):
             if event.data_json:
                 row["data"] = JsonText(event.data_json)
+            if event.encoded:
+                for column, key in JSON_COPIES:
+                    text = event.encoded.get(key)
+                    if text is not None and row[column] is not None:
+                        row[column] = JsonText(text)
     executor.write(conn, _INSERT_EVENT, rows, EVENT_ROW_KEYS)
 
 
@@ -632,6 +644,41 @@ def all_events_by_thread_query(thread_id: str | None = None) -> sa.Select[Any]:
     return query.order_by(events.c.thread_id, events.c.version)
 
 
+AUDIT_COLUMN_ELEMENTS = tuple(events.c[name] for name in AUDIT_COLUMNS)
+
+
+def audit_columns_query(thread_id: str | None = None) -> sa.Select[Any]:
+    """Every event whose audit columns hold (or should hold) a value, with its data:
+    ``thread_id``, ``version``, ``position``, ``type``, ``data``, ``occurred_at``, then
+    the columns of ``AUDIT_COLUMNS``, in (thread_id, version) order."""
+    query = sa.select(
+        events.c.thread_id,
+        events.c.version,
+        events.c.position,
+        events.c.type,
+        events.c.data,
+        events.c.occurred_at,
+        *AUDIT_COLUMN_ELEMENTS,
+    ).where(
+        sa.or_(
+            events.c.type.in_((MINTED, *ENDINGS, RESUME_REJECTED)),
+            *(c.is_not(None) for c in AUDIT_COLUMN_ELEMENTS),
+        )
+    )
+    if thread_id is not None:
+        query = query.where(events.c.thread_id == thread_id)
+    return query.order_by(events.c.thread_id, events.c.version)
+
+
+def stream_rows(conn: Connection, query: sa.Select[Any], *, batch: int = 1000) -> Iterator[Row[Any]]:
+    """Rows of ``query`` in bounded memory (a server-side cursor on PostgreSQL)."""
+    result = conn.execute(query, execution_options={"yield_per": batch})
+    try:
+        yield from result
+    finally:
+        result.close()
+
+
 def stream_events(conn: Connection, query: sa.Select[Any], *, batch: int = 1000) -> Iterator[StoredEvent]:
     """Events from ``query`` in bounded memory (a server-side cursor on PostgreSQL)."""
     # Per-statement option: Connection.execution_options() would change the connection.
@@ -651,8 +698,9 @@ def count_events(conn: Connection) -> int:
     return int(conn.execute(sa.select(sa.func.count()).select_from(events)).scalar_one())
 
 
-def audit_query(*, thread_id: str | None, actor: str | None) -> sa.Select[Any]:
-    """Each mint joined to its ending (if any), in mint order."""
+def _audit_query(*, by_thread: bool, by_actor: bool) -> sa.Select[Any]:
+    """Each mint joined to its ending (if any), in mint order: their audit columns, not
+    their data (symfonic_store/audit_columns.py). Binds ``t`` / ``a`` when filtered."""
     mint = events.alias("mint")
     ending = events.alias("ending")
     query = (
@@ -660,11 +708,15 @@ def audit_query(*, thread_id: str | None, actor: str | None) -> sa.Select[Any]:
             mint.c.position,
             mint.c.thread_id,
             mint.c.interrupt_id,
-            mint.c.data,
-            mint.c.occurred_at,
+            mint.c.audit_name,
+            mint.c.audit_payload,
+            mint.c.audit_minted_at,
+            mint.c.audit_native,
             ending.c.type,
             ending.c.actor,
-            ending.c.data,
+            ending.c.audit_reason,
+            ending.c.audit_response,
+            ending.c.audit_decisions,
             ending.c.occurred_at,
         )
         .select_from(
@@ -673,25 +725,27 @@ def audit_query(*, thread_id: str | None, actor: str | None) -> sa.Select[Any]:
                 sa.and_(
                     ending.c.thread_id == mint.c.thread_id,
                     ending.c.interrupt_id == mint.c.interrupt_id,
-                    ending.c.type.in_(ENDINGS),
+                    # ORs of plain binds (not IN): the statement compiles to fixed SQL.
+                    sa.or_(*(ending.c.type == t for t in ENDINGS)),
                 ),
             )
         )
         .where(mint.c.type == MINTED)
         .order_by(mint.c.position)
     )
-    if thread_id is not None:
-        query = query.where(mint.c.thread_id == thread_id)
-    if actor is not None:
-        query = query.where(ending.c.actor == actor)
+    if by_thread:
+        query = query.where(mint.c.thread_id == sa.bindparam("t"))
+    if by_actor:
+        query = query.where(ending.c.actor == sa.bindparam("a"))
     return query
 
 
-def audit_attempts_query(*, thread_id: str | None, actor: str | None) -> sa.Select[Any]:
+def _audit_attempts_query(*, by_thread: bool, by_actor: bool) -> sa.Select[Any]:
     """The refused answers (``interrupt.resume_rejected``) to the interrupts that
-    :func:`audit_query` lists, in one statement: per thread, in version order.
+    :func:`_audit_query` lists, in one statement: per thread, in version order.
 
-    Columns: ``thread_id``, ``interrupt_id``, ``actor``, ``data``, ``occurred_at``.
+    Columns: ``thread_id``, ``interrupt_id``, ``actor``, ``audit_reason`` (the ``why``),
+    ``audit_error``, ``occurred_at``.
     Refusals of an id never minted on the thread belong to no record and are left out.
     """
     rejected = events.alias("rejected")
@@ -701,7 +755,8 @@ def audit_attempts_query(*, thread_id: str | None, actor: str | None) -> sa.Sele
             rejected.c.thread_id,
             rejected.c.interrupt_id,
             rejected.c.actor,
-            rejected.c.data,
+            rejected.c.audit_reason,
+            rejected.c.audit_error,
             rejected.c.occurred_at,
         )
         .select_from(
@@ -717,19 +772,38 @@ def audit_attempts_query(*, thread_id: str | None, actor: str | None) -> sa.Sele
         .where(rejected.c.type == RESUME_REJECTED)
         .order_by(rejected.c.thread_id, rejected.c.version)
     )
-    if thread_id is not None:
-        query = query.where(rejected.c.thread_id == thread_id)
-    if actor is not None:  # the records audit_query keeps: answered or ended by ``actor``
+    if by_thread:
+        query = query.where(rejected.c.thread_id == sa.bindparam("t"))
+    if by_actor:  # the records _audit_query keeps: answered or ended by ``actor``
         ending = events.alias("ending")
         query = query.where(
             sa.exists().where(
                 ending.c.thread_id == rejected.c.thread_id,
                 ending.c.interrupt_id == rejected.c.interrupt_id,
-                ending.c.type.in_(ENDINGS),
-                ending.c.actor == actor,
+                sa.or_(*(ending.c.type == t for t in ENDINGS)),
+                ending.c.actor == sa.bindparam("a"),
             )
         )
     return query
+
+
+# Module constants, one per filter, so the fast paths compile each once.
+_AUDIT = {
+    (t, a): (_audit_query(by_thread=t, by_actor=a), _audit_attempts_query(by_thread=t, by_actor=a))
+    for t in (False, True)
+    for a in (False, True)
+}
+
+
+def audit_rows(
+    conn: Connection, *, thread_id: str | None, actor: str | None
+) -> tuple[Sequence[Sequence[Any]], Sequence[Sequence[Any]]]:
+    """The rows of the audit: the mints with their endings, then the refused answers
+    (columns as :func:`_audit_query` and :func:`_audit_attempts_query` list them)."""
+    records, attempts = _AUDIT[(thread_id is not None, actor is not None)]
+    params = {"t": thread_id, "a": actor}
+    executor = executor_for(conn)
+    return executor.fetch(conn, records, params), executor.fetch(conn, attempts, params)
 
 
 def _is_marker_mint() -> sa.ColumnElement[bool]:

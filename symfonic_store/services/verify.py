@@ -10,6 +10,11 @@ A thread archived by ``archive`` (SPEC §10) keeps its head with ``archived_vers
 chain starts again after that version, from the hash its archive record holds, and a
 head with no events is the archived head, not a removal, when that record matches it.
 
+The audit columns beside each event (symfonic_store/audit_columns.py: the copies of its
+data that ``audit()`` reads) are not covered by the hash: ``verify`` recomputes each one
+from the hashed data, and a copy that disagrees is that event's problem (``kind`` audit),
+so "who approved what" cannot be changed through them unnoticed.
+
 Neither check stops someone who re-forges the chain and the head together; the signed
 checkpoints do (services/evidence.py). ``verify`` also reports append-only triggers that
 are missing, disabled or replaced (db/guards.py): while they are off, anything goes.
@@ -17,25 +22,33 @@ are missing, disabled or replaced (db/guards.py): while they are off, anything g
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
 
 from sqlalchemy.engine import Connection
 
+from ..audit_columns import AUDIT_COLUMNS
+from ..audit_columns import derive as derive_audit_columns
 from ..db.guards import guard_problems
 from ..db.statements import (
     all_events_by_thread_query,
     archived_bases_for_live_events,
+    audit_columns_query,
     projection_heads_query,
     stream_events,
+    stream_rows,
     unmarked_archive_records,
 )
-from ..events import GENESIS_HASH, StoredEvent, stored_hash_is_valid
+from ..events import GENESIS_HASH, StoredEvent, canonical_json, stored_hash_is_valid
 
 CHAIN = "chain"
 """A link of a thread's hash chain does not hold (a version gap or a bad hash)."""
 HEAD = "head"
 """A thread's projection head (version, last hash) does not match its last event."""
+AUDIT = "audit"
+"""An event's audit column disagrees with its (hashed) data: the copy was altered."""
 NO_EVENTS = "no_events"
 """``verify(thread_id=T)`` of a thread that has no events and no projection head."""
 
@@ -66,6 +79,11 @@ class BrokenLink:
             return (
                 f"thread {self.thread_id!r}: projection head at version {self.version} "
                 f"does not match the events{last}: {self.problem}"
+            )
+        if self.kind == AUDIT:
+            return (
+                f"thread {self.thread_id!r}: audit columns of version {self.version} "
+                f"(position {self.position}) do not match the event: {self.problem}"
             )
         return f"thread {self.thread_id!r}: {self.problem}"
 
@@ -147,6 +165,40 @@ def verify_events(
         expected_version += 1
         prev_hash = event.hash
     return report
+
+
+def _comparable(value: Any) -> str:
+    # JSON's own equality: True is not 1, 1.0 is not 1, a key order does not matter.
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return canonical_json(value)
+
+
+def audit_column_problems(rows: Iterable[Sequence[Any]], broken: set[str]) -> list[BrokenLink]:
+    """The first event per thread whose audit columns are not what its data gives
+    (rows of :func:`~symfonic_store.db.statements.audit_columns_query`); threads in
+    ``broken`` (a chain already broken) are skipped."""
+    found: list[BrokenLink] = []
+    seen = set(broken)
+    for row in rows:
+        thread_id, version, position, type_, data, occurred_at = row[:6]
+        if thread_id in seen:
+            continue
+        expected = derive_audit_columns(type_, data if isinstance(data, dict) else {}, occurred_at)
+        for name, stored in zip(AUDIT_COLUMNS, row[6:], strict=True):
+            if _comparable(stored) != _comparable(expected[name]):
+                found.append(
+                    BrokenLink(
+                        thread_id, version, position,
+                        f"{name} is {_comparable(stored)}, the event's data gives "
+                        f"{_comparable(expected[name])}: the column was altered (the hash "
+                        "covers the data, which audit() does not read)",
+                        AUDIT,
+                    )
+                )
+                seen.add(thread_id)
+                break
+    return found
 
 
 def head_problem(head: Head) -> BrokenLink | None:
@@ -231,12 +283,16 @@ def check_heads(report: VerifyReport, heads: Iterable[Head], *, thread_id: str |
 
 def verify(conn: Connection, *, thread_id: str | None) -> VerifyReport:
     """The chains (one streamed pass over the events), then the heads (one statement),
-    then the append-only triggers."""
+    then the audit columns against the data (a pass over the mints, endings and
+    refusals), then the append-only triggers."""
     bases = archived_bases_for_live_events(conn, thread_id)
     report = verify_events(stream_events(conn, all_events_by_thread_query(thread_id)), bases)
     heads = (Head(*row) for row in conn.execute(projection_heads_query(thread_id)))
     check_heads(report, heads, thread_id=thread_id)
     broken = {b.thread_id for b in report.broken}
+    copies = audit_column_problems(stream_rows(conn, audit_columns_query(thread_id)), broken)
+    report.broken.extend(copies)
+    broken.update(b.thread_id for b in copies)
     for t, version, marked in unmarked_archive_records(conn, thread_id):
         if t in broken:
             continue
