@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import gc
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from operator import attrgetter
@@ -99,25 +96,6 @@ class AuditRecord:
 _MINTED_AT = attrgetter("minted_at")
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while the records are built.
-
-    Every row, payload, record and attempts list survives until the audit returns, so
-    each collection the allocations trigger walks all of them again for nothing (none
-    is garbage, none is a cycle): 10,000 records cost a third more with the collector
-    on (bench/audit.py). Reference counting still frees everything as usual; a
-    collector the caller had switched off stays off.
-    """
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
-
-
 def _decisions(native_mint: bool, end_type: str | None, decisions: list[Any] | None) -> list[Any]:
     """The decision types the answer recorded (LangGraph interrupts only)."""
     if end_type != RESUMED or not native_mint:
@@ -135,18 +113,6 @@ def audit(
 ) -> list[AuditRecord]:
     """One record per interrupt from the audit columns (SPEC §3 ``audit``), oldest mint
     first; ``since``/``until`` bound ``minted_at``."""
-    with _collector_paused():
-        return _records(conn, thread_id=thread_id, actor=actor, since=since, until=until)
-
-
-def _records(
-    conn: Connection,
-    *,
-    thread_id: str | None,
-    actor: str | None,
-    since: datetime | None,
-    until: datetime | None,
-) -> list[AuditRecord]:
     # One more statement for every record's refused answers, grouped here: a query per
     # record would cost a round trip per interrupt (bench/audit.py: 10,000 of them).
     rows, attempt_rows = audit_rows(conn, thread_id=thread_id, actor=actor)
