@@ -287,7 +287,10 @@ def test_downgrading_past_the_archive_migration_refuses_while_archived_heads_exi
     """db downgrade below 0009_archive says why it refuses and changes nothing; without archived heads it goes down and up again."""
     store = history
     store.archive(FEBRUARY, tmp_path / "a.jsonl")
-    with pytest.raises(CommandError, match="archived thread head"):
+    # On PostgreSQL the archived events' read keys refuse first (0012), on SQLite (which
+    # keeps none: its readers read by position) the archived heads (0009).
+    first = "archived event" if store.engine.dialect.name == "postgresql" else "archived thread head"
+    with pytest.raises(CommandError, match=first):
         with store.engine.connect() as conn, conn.begin():
             downgrade(conn, "0003_native_interrupts")
     assert store.verify().ok

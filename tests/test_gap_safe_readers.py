@@ -24,6 +24,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -536,3 +537,32 @@ def test_a_callers_engine_keeps_its_isolation_level_and_autocommit_writes_stay_a
         assert seen["locks"] == ["ShareLock"]
         assert [e.thread_id for e in store.events()] == ["auto"]
         assert store.verify().ok
+
+
+def test_a_cursor_at_an_archived_event_resumes_exactly_after_it(
+    pg_store: InterruptStore, postgres_schema_url: str, tmp_path: Path
+) -> None:
+    """The consumer's last event is archived: events(after=its position) still returns what it had not seen, though that sorts below it by position."""
+    from datetime import timedelta
+
+    from symfonic_store.services.evidence import generate_key
+
+    key, _ = generate_key(tmp_path / "key")
+    holder = create_sync_engine(postgres_schema_url)
+    try:
+        with holder.connect() as a:
+            a.execution_options(symfonic_write=True)
+            tx = a.begin()
+            a.exec_driver_sql("SELECT pg_current_xact_id()")  # A's id comes first...
+            pg_store.mint("B", marker())  # ...B, younger, takes the smaller position, commits
+            lifecycle.record_route(a, "A", "finish", run_id="ra", reason=None, interrupt_id=None)
+            tx.commit()
+    finally:
+        holder.dispose()
+    order = [(e.thread_id, e.position) for e in pg_store.events()]
+    assert [t for t, _ in order] == ["A", "B"] and order[0][1] > order[1][1]
+    (seen,) = pg_store.events(after=0, limit=1)
+    assert seen.thread_id == "A"
+    archived = pg_store.archive(datetime.now(UTC) + timedelta(seconds=1), tmp_path / "a.jsonl", key=key)
+    assert archived.threads == ["A"]  # B still waits on its interrupt
+    assert [e.thread_id for e in pg_store.events(after=seen.position)] == ["B"]

@@ -29,6 +29,7 @@ CLAIMS_TABLE = "symfonic_claims"
 WAKEUPS_TABLE = "symfonic_wakeups"
 ARCHIVES_TABLE = "symfonic_archives"
 ARCHIVED_THREADS_TABLE = "symfonic_archived_threads"
+ARCHIVED_READ_KEYS_TABLE = "symfonic_archived_read_keys"
 CHECKPOINTS_TABLE = "symfonic_checkpoints"
 CHECKPOINT_HEADS_TABLE = "symfonic_checkpoint_heads"
 CHECKPOINT_BUCKETS_TABLE = "symfonic_checkpoint_buckets"
@@ -267,6 +268,18 @@ archived_threads = sa.Table(
     sa.Column("last_hash", sa.String(64), nullable=False),
     sa.Column("run_id", sa.Text(), nullable=True),
     sa.Index("ix_symfonic_archived_threads_archive", "archive_id"),
+)
+
+# Where each archived event sat in the gap-safe readers' order on PostgreSQL (its tx_id),
+# kept when its row is removed: a consumer whose cursor is an archived event's position
+# resumes exactly after it (SPEC §11), instead of after the nearest event below it by
+# position, which in (tx_id, position) order may come after events it has not seen.
+# Empty on SQLite, whose readers read in position order.
+archived_read_keys = sa.Table(
+    ARCHIVED_READ_KEYS_TABLE,
+    metadata,
+    sa.Column("position", sa.BigInteger(), primary_key=True, autoincrement=False),
+    sa.Column("tx_id", sa.BigInteger(), nullable=False),
 )
 
 # Every signed checkpoint taken (services/evidence.py), in order: ``seq`` is the previous

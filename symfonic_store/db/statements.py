@@ -25,6 +25,7 @@ from ..projection import ThreadState
 from ..protocol import MARKER_KEYS
 from .executor import WRITERS_LOCK_KEY, Executor, JsonText, executor_for
 from .schema import (
+    archived_read_keys,
     archived_threads,
     archives,
     checkpoint_buckets,
@@ -542,10 +543,25 @@ def _horizon_query() -> sa.Select[Any]:
         .where(_pg_locks.c.objsubid == 2)
         .subquery("writers")
     )
-    before = (
-        sa.select(events.c.tx_id, events.c.position)
-        .where(events.c.position <= sa.bindparam("after", type_=sa.BigInteger()))
+    after = sa.bindparam("after", type_=sa.BigInteger())
+    # Where the consumer's cursor sits in the read order: its event, else (archived) the
+    # read key kept for it, else (a position that named no event: 0) the nearest event
+    # below it.
+    candidates = sa.union_all(
+        sa.select(events.c.tx_id, events.c.position, sa.literal(0).label("rank"))
+        .where(events.c.position == after),
+        sa.select(archived_read_keys.c.tx_id, archived_read_keys.c.position, sa.literal(1))
+        .where(archived_read_keys.c.position == after),
+        sa.select(events.c.tx_id, events.c.position, sa.literal(2))
+        .where(events.c.position <= after)
         .order_by(events.c.position.desc())
+        .limit(1)
+        .subquery("below")
+        .select(),
+    ).subquery("candidates")
+    before = (
+        sa.select(candidates.c.tx_id, candidates.c.position)
+        .order_by(candidates.c.rank)
         .limit(1)
         .subquery("cursor_event")
     )
@@ -1464,6 +1480,23 @@ def insert_archive(conn: Connection, row: dict[str, Any]) -> int:
     key = result.inserted_primary_key
     assert key is not None
     return int(key[0])
+
+
+_KEEP_READ_KEYS = archived_read_keys.insert().from_select(
+    ["position", "tx_id"],
+    sa.select(events.c.position, events.c.tx_id).where(
+        events.c.thread_id == sa.bindparam("t"),
+        events.c.version <= sa.bindparam("v"),
+        events.c.tx_id.is_not(None),
+    ),
+)
+
+
+def keep_read_keys(conn: Connection, heads: Sequence[tuple[str, int]]) -> None:
+    """Before an archive removes threads' events: keep each one's read key (see
+    ``schema.archived_read_keys``), so a cursor at any of them stays exact."""
+    for thread_id, version in heads:
+        conn.execute(_KEEP_READ_KEYS, {"t": thread_id, "v": version})
 
 
 def insert_archived_threads(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:

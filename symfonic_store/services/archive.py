@@ -536,6 +536,7 @@ def remove(conn: Connection, *, archive: Archive, now: datetime) -> int:
             for h in heads
         ],
     )
+    sql.keep_read_keys(conn, [(h.thread_id, h.version) for h in heads])
     removed = guards.remove_archived(
         conn, [{"thread_id": h.thread_id, "version": h.version, "last_hash": h.last_hash} for h in heads]
     )
