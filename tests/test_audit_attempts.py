@@ -109,7 +109,9 @@ def test_audit_records_carry_their_refused_attempts_in_order(guarded: InterruptS
 def test_an_attempts_error_comes_from_the_event_data(store: InterruptStore) -> None:
     """A refusal whose data names an ``error`` (the graph did not take the answer) shows it; others show null."""
     store.mint("t-1", marker("i-1"))
-    with freeze_time(T0), store.engine.begin() as conn:
+    # The store's internals in a write transaction of its own kind (symfonic_write: on
+    # PostgreSQL it joins the writers, as only such a transaction may append).
+    with freeze_time(T0), store.engine.connect() as conn, conn.execution_options(symfonic_write=True).begin():
         w = ThreadWriter(conn, "t-1")
         w.append(RESUME_REJECTED, interrupt_id="i-1", actor="alice",
                  data={"response": {"x": 1}, "why": "not_taken", "error": "ValueError: no"})

@@ -163,8 +163,9 @@ class _StoreCollector(Collector):
         lag = store.reader_lag()
         yield GaugeMetricFamily(
             "symfonic_reader_lag_seconds",
-            "How long committed events have waited for an older write transaction before "
-            "gap-safe readers may see them (0: none waits).",
+            "While committed events wait for an older write transaction before gap-safe "
+            "readers may see them: how long the oldest write transaction in flight has been "
+            "open (0: none waits, or the server hides its start from this role).",
             value=float(lag.oldest_writer_seconds or 0.0) if lag.events else 0.0,
         )
         yield GaugeMetricFamily(
