@@ -560,11 +560,19 @@ def _checkpoint_beside_a_held_writer(
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("isolation", "fast"),
+    [(None, True), ("REPEATABLE READ", True), ("SERIALIZABLE", True), ("REPEATABLE READ", False)],
+    ids=["default", "repeatable-read", "serializable", "repeatable-read-core"],
+)
 def test_a_checkpoint_waits_for_a_writer_in_flight_so_its_late_commit_is_no_insertion(
-    postgres_schema_url: str, key: Path, pub: Path
+    postgres_schema_url: str, key: Path, pub: Path, isolation: str | None, fast: bool
 ) -> None:
-    """A checkpoint taken while an append at a lower position is still open waits for it, covers it, and verifies once it commits; later appends do not disturb it."""
-    with InterruptStore(postgres_schema_url) as owner:
+    """A checkpoint taken while an append at a lower position is still open waits for it, covers it, and verifies once it commits; later appends do not disturb it. Whatever the store's engine's isolation level: a checkpoint reads at READ COMMITTED, so its read of the position sees what committed while it waited."""
+    options: dict[str, object] = {"execution_options": {"symfonic_fast_path": fast}}
+    if isolation is not None:
+        options["isolation_level"] = isolation
+    with InterruptStore(sa.create_engine(postgres_schema_url, **options)) as owner:  # type: ignore[arg-type]
         owner.setup()
         refund(owner, "t-0")
         cp, held, seen_waiting = _checkpoint_beside_a_held_writer(owner, postgres_schema_url, key)

@@ -14,6 +14,7 @@ from sqlalchemy.engine import URL, Connection, Engine
 from ..errors import InvalidInputError
 from ..events import canonical_json
 from .executor import (
+    EVIDENCE_BEGIN,
     WRITERS_LOCK,
     in_driver_transaction,
     leave_pipeline_for_sqlalchemy,
@@ -113,9 +114,14 @@ def _install_postgres_behaviour(engine: Engine) -> None:
             # A write transaction of the store's (Executor.begin): among the writers.
             _run_on_driver(connection, begin + "; " + WRITERS_LOCK)
             return
-        # A read, a caller's own transaction, or a checkpoint's or an archive removal's
-        # (which waits for the writers instead of joining them): none may insert events
-        # (Executor.check_writer), so none holds readers or checkpoints back.
+        if options.get("symfonic_write"):
+            # A checkpoint's or an archive removal's (appends=False): it waits for the
+            # writers instead of joining them, at READ COMMITTED whatever the caller's
+            # level, so its read after the wait sees what they committed meanwhile.
+            _run_on_driver(connection, EVIDENCE_BEGIN)
+            return
+        # A read, or a caller's own transaction: neither may insert events
+        # (Executor.check_writer), so neither holds readers or checkpoints back.
         _run_on_driver(connection, begin)
 
     engine._symfonic_postgres = True  # type: ignore[attr-defined]

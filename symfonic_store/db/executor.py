@@ -94,6 +94,12 @@ def state_of(conn: Connection) -> _State:
     return state
 
 
+EVIDENCE_BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
+"""The BEGIN of a transaction begun with ``appends=False`` (a checkpoint, an archive
+removal): each statement its own snapshot, so what it reads after waiting for the
+writers includes what they committed meanwhile (see :func:`_writers_shut_out`)."""
+
+
 def postgres_begin(dbapi_connection: Any) -> str:
     """``BEGIN``, at the isolation level psycopg was told (by the caller's engine or its
     ``execution_options``): the store sends BEGIN itself, so psycopg would not."""
@@ -118,6 +124,9 @@ it, so the wait is bounded: past it the checkpoint is refused, and appends go on
 def _writers_shut_out(conn: Connection) -> Iterator[None]:
     if conn.get_execution_options().get("symfonic_appends", True) and state_of(conn).tx != "write, no events":
         raise AssertionError("writers_shut_out needs a transaction begun with appends=False")
+    isolation = conn.exec_driver_sql("SELECT current_setting('transaction_isolation')").scalar_one()
+    if isolation != "read committed":  # one snapshot for the whole transaction
+        raise AssertionError("writers_shut_out needs a READ COMMITTED transaction")
     previous = conn.exec_driver_sql("SELECT current_setting('lock_timeout')").scalar_one()
     try:
         conn.exec_driver_sql(
@@ -131,18 +140,25 @@ def _writers_shut_out(conn: Connection) -> Iterator[None]:
                 f"{WRITERS_WAIT_TIMEOUT} (see pg_stat_activity): nothing was signed; try again"
             ) from None
         raise
+    failed: BaseException | None = None
     try:
         conn.execute(_SET_LOCK_TIMEOUT, {"value": previous})
         yield  # a later statement: a newer snapshot, taken with every writer shut out
+    except BaseException as exc:
+        failed = exc
+        raise
     finally:
         try:
             conn.exec_driver_sql(_UNLOCK_WRITERS)
         except BaseException:
             # A session lock outlives the transaction: never hand the connection back
-            # to the pool holding it (closing it ends the session, and the lock).
+            # to the pool holding it (closing it ends the session, and the lock). The
+            # error worth reporting is the first one (an aborted transaction fails the
+            # unlock too).
             if not conn.invalidated:
                 conn.invalidate()
-            raise
+            if failed is None:
+                raise
 
 
 _SET_LOCK_TIMEOUT = sa.select(sa.func.set_config("lock_timeout", sa.bindparam("value"), True))
@@ -601,7 +617,9 @@ class PostgresCursorExecutor(CursorExecutor):
         except self._error as exc:
             raise self._driver_error(conn, "BEGIN", (), exc) from exc
         if not appends:
-            self._run(conn, begin)  # not among the writers (see Executor.begin)
+            # Not among the writers, and READ COMMITTED whatever the caller's level: a
+            # checkpoint's read after its wait for the writers needs a newer snapshot.
+            self._run(conn, EVIDENCE_BEGIN)
             state.tx = "write, no events"
             return None
         if not self._pipelines:
