@@ -1178,6 +1178,20 @@ def lock_evidence(conn: Connection) -> None:
     executor_for(conn).lock_evidence(conn)
 
 
+STEPS_LOCK_KEY = 0x53594D54  # "SYMT": one thread's checkpointer steps, in turn
+_LOCK_THREAD_STEPS = sa.select(
+    sa.func.pg_advisory_xact_lock(
+        sa.literal(STEPS_LOCK_KEY, sa.Integer()), sa.func.hashtext(sa.bindparam("t"))
+    )
+)
+
+
+def lock_thread_steps(conn: Connection, thread_id: str) -> None:
+    """PostgreSQL: until commit, no other step transaction of ``thread_id`` (the store's
+    checkpointer) takes its deferred records, whether or not the thread exists yet."""
+    conn.execute(_LOCK_THREAD_STEPS, {"t": thread_id})
+
+
 def final_max_position(conn: Connection) -> int:
     """The log's last position, read while no write transaction is in flight (see
     :meth:`~symfonic_store.db.executor.Executor.writers_shut_out`): no event can commit

@@ -51,7 +51,7 @@ from sqlalchemy.engine import Connection
 
 from .. import native, validation
 from ..db import checkpoints as tables
-from ..db.statements import load_thread
+from ..db.statements import lock_thread_steps
 from ..db.translate import translate_errors
 from ..errors import InvalidInputError
 from ..store import admission, execute
@@ -494,7 +494,7 @@ class _Checkpointer(BaseCheckpointSaver[str]):
 
         ``waiting`` is ``(thread_id, take)``: the deferred writes to commit here are
         taken inside the transaction, once the thread's writers are shut out (SQLite's
-        BEGIN IMMEDIATE; on PostgreSQL the thread's projection row, locked), so that the
+        BEGIN IMMEDIATE; on PostgreSQL a transaction lock on the thread id), so that the
         transactions of one thread take and commit them in the same order.
         """
         taken: list[Op[Any]] | None = None
@@ -505,7 +505,9 @@ class _Checkpointer(BaseCheckpointSaver[str]):
                 taken = []
                 if waiting is not None and self._steps.has(waiting[0]):
                     if self._sql.postgres:
-                        load_thread(conn, waiting[0], for_update=True)
+                        # A lock on the thread id, not its projection row: a new thread
+                        # has no row yet, and its first steps would take in any order.
+                        lock_thread_steps(conn, waiting[0])
                     taken = waiting[1]()
             # Taken first: if LangGraph's SQL fails, they go with the transaction.
             result = sql_work(conn)
