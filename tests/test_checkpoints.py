@@ -713,3 +713,29 @@ def test_a_write_transaction_left_open_makes_the_checkpoint_give_up_not_the_appe
         cp = store.checkpoint(key)
         assert cp.document["previous"] is None  # the refused one was never recorded
         assert check(store, cp, pub).ok
+
+
+@pytest.mark.postgres
+def test_a_shorter_statement_timeout_ends_the_wait_with_the_same_refusal(
+    postgres_schema_url: str, key: Path
+) -> None:
+    """A session statement_timeout shorter than the wait for the writers cancels it: the same refusal, nothing signed, not a bare database error."""
+    from test_gap_safe_readers import hold_mint_open
+
+    from symfonic_store.db.engines import create_sync_engine
+
+    url = postgres_schema_url.replace("options=", "options=-cstatement_timeout%3D300%20", 1)
+    assert url != postgres_schema_url
+    holder = create_sync_engine(postgres_schema_url)
+    with InterruptStore(postgres_schema_url) as owner, InterruptStore(url) as hurried:
+        owner.setup()
+        refund(owner, "t-0")
+        try:
+            with holder.connect() as t1:
+                tx1 = hold_mint_open(t1, "held")
+                with pytest.raises(EvidenceError, match="statement_timeout"):
+                    hurried.checkpoint(key)
+                tx1.commit()
+        finally:
+            holder.dispose()
+        assert owner.checkpoint(key).document["previous"] is None

@@ -134,10 +134,12 @@ def _writers_shut_out(conn: Connection) -> Iterator[None]:
             f"pg_advisory_lock({WRITERS_LOCK_KEY}, hashtext(current_schema()))"
         )
     except sa.exc.DBAPIError as exc:
-        if getattr(exc.orig, "sqlstate", None) == "55P03":  # lock_not_available
+        # lock_not_available: our lock_timeout; query_canceled: a shorter statement_timeout.
+        if getattr(exc.orig, "sqlstate", None) in ("55P03", "57014"):
             raise WritersBusyError(
-                f"a write transaction of this store stayed open for more than "
-                f"{WRITERS_WAIT_TIMEOUT} (see pg_stat_activity): nothing was signed; try again"
+                f"a write transaction of this store stayed open longer than the wait for "
+                f"the writers ({WRITERS_WAIT_TIMEOUT}, or the session's shorter "
+                "statement_timeout; see pg_stat_activity): nothing was signed; try again"
             ) from None
         raise
     failed: BaseException | None = None
