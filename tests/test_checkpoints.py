@@ -517,7 +517,6 @@ def _checkpoint_beside_a_held_writer(
     from test_gap_safe_readers import WAIT, hold_mint_open
 
     from symfonic_store.db.engines import create_sync_engine
-    from symfonic_store.db.executor import WRITERS_LOCK_KEY
 
     holder = create_sync_engine(url)
     second = InterruptStore(url)
@@ -536,20 +535,10 @@ def _checkpoint_beside_a_held_writer(
 
             taker = threading.Thread(target=take)
             taker.start()
-            waiting = sa.text(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
-                "AND classid::text::bigint = :key "
-                "AND objid::text::bigint = (hashtext(current_schema())::bigint & 4294967295)"
-            )
-            seen_waiting = False
-            deadline = datetime.now(UTC).timestamp() + WAIT
             # Outside a transaction: one of the store's would take the writers' lock in
             # SHARE mode and queue behind the checkpoint's request.
             with holder.connect().execution_options(isolation_level="AUTOCOMMIT") as watch:
-                while taker.is_alive() and datetime.now(UTC).timestamp() < deadline:
-                    if watch.execute(waiting, {"key": WRITERS_LOCK_KEY}).scalar_one():
-                        seen_waiting = True
-                        break
+                seen_waiting = _until(watch, lambda: not taker.is_alive(), "ExclusiveLock")
             tx1.commit()
         taker.join(timeout=WAIT)
         assert len(outcome) == 1 and isinstance(outcome[0], Checkpoint), outcome

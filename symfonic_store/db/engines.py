@@ -14,8 +14,6 @@ from sqlalchemy.engine import URL, Connection, Engine
 from ..errors import InvalidInputError
 from ..events import canonical_json
 from .executor import (
-    EVIDENCE_BEGIN,
-    WRITERS_LOCK,
     in_driver_transaction,
     leave_pipeline_for_sqlalchemy,
     postgres_begin,
@@ -109,20 +107,16 @@ def _install_postgres_behaviour(engine: Engine) -> None:
             # A connection pooled before the store prepared this engine (one given by
             # the caller): idle between transactions, so it may switch now.
             dbapi_connection.autocommit = True
-        begin = postgres_begin(dbapi_connection)
-        if options.get("symfonic_write") and options.get("symfonic_appends", True):
-            # A write transaction of the store's (Executor.begin): among the writers.
-            _run_on_driver(connection, begin + "; " + WRITERS_LOCK)
-            return
-        if options.get("symfonic_write"):
-            # A checkpoint's or an archive removal's (appends=False): it waits for the
-            # writers instead of joining them, at READ COMMITTED whatever the caller's
-            # level, so its read after the wait sees what they committed meanwhile.
-            _run_on_driver(connection, EVIDENCE_BEGIN)
-            return
-        # A read, or a caller's own transaction: neither may insert events
-        # (Executor.check_writer), so neither holds readers or checkpoints back.
-        _run_on_driver(connection, begin)
+        # A write of the store's (Executor.begin) joins the writers, unless it appends
+        # nothing (a checkpoint, an archive removal); a read or a caller's own
+        # transaction may not insert events (Executor.check_writer), so neither holds
+        # readers or checkpoints back.
+        statements = postgres_begin(
+            dbapi_connection,
+            write=bool(options.get("symfonic_write")),
+            appends=bool(options.get("symfonic_appends", True)),
+        )
+        _run_on_driver(connection, "; ".join(statements))
 
     engine._symfonic_postgres = True  # type: ignore[attr-defined]
 

@@ -100,14 +100,24 @@ removal): each statement its own snapshot, so what it reads after waiting for th
 writers includes what they committed meanwhile (see :func:`_writers_shut_out`)."""
 
 
-def postgres_begin(dbapi_connection: Any) -> str:
-    """``BEGIN``, at the isolation level psycopg was told (by the caller's engine or its
-    ``execution_options``): the store sends BEGIN itself, so psycopg would not."""
+def postgres_begin(dbapi_connection: Any, *, write: bool, appends: bool) -> tuple[str, ...]:
+    """The statements that start a PostgreSQL transaction of the store (the caller sends
+    them in one round trip, or queues them in a pipeline):
+
+    - a write that may append: BEGIN, then the writers' lock in SHARE mode, before the
+      transaction has an id (I11);
+    - a write with ``appends=False`` (a checkpoint, an archive removal): not among the
+      writers, and :data:`EVIDENCE_BEGIN` whatever the caller's level;
+    - anything else: BEGIN, at the isolation level psycopg was told (by the caller's
+      engine or its ``execution_options``): the store sends BEGIN itself, so psycopg
+      would not.
+    """
+    if write and not appends:
+        return (EVIDENCE_BEGIN,)
     # The asyncio engine's is SQLAlchemy's adapter around psycopg's AsyncConnection.
     level = getattr(dbapi_connection, "driver_connection", dbapi_connection).isolation_level
-    if level is None:
-        return "BEGIN"
-    return "BEGIN ISOLATION LEVEL " + str(level.name).replace("_", " ")
+    begin = "BEGIN" if level is None else "BEGIN ISOLATION LEVEL " + str(level.name).replace("_", " ")
+    return (begin, WRITERS_LOCK) if write else (begin,)
 
 
 def in_driver_transaction(conn: Connection) -> bool:
@@ -615,17 +625,15 @@ class PostgresCursorExecutor(CursorExecutor):
         state = state_of(conn)
         self._mark_write(conn, state)
         try:
-            begin = postgres_begin(self._cursors(conn)[1].connection)
+            statements = postgres_begin(self._cursors(conn)[1].connection, write=True, appends=appends)
         except self._error as exc:
             raise self._driver_error(conn, "BEGIN", (), exc) from exc
         if not appends:
-            # Not among the writers, and READ COMMITTED whatever the caller's level: a
-            # checkpoint's read after its wait for the writers needs a newer snapshot.
-            self._run(conn, EVIDENCE_BEGIN)
+            self._run(conn, "; ".join(statements))
             state.tx = "write, no events"
             return None
         if not self._pipelines:
-            self._run(conn, begin + "; " + WRITERS_LOCK)
+            self._run(conn, "; ".join(statements))
         else:
             try:
                 cursor = self._cursors(conn)[1]
@@ -635,8 +643,8 @@ class PostgresCursorExecutor(CursorExecutor):
                 # Queued: they travel with the transaction's first read. Explicit, so a
                 # sync inside the pipeline (psycopg makes one now and then) never
                 # commits half a transaction.
-                cursor.execute(begin)
-                cursor.execute(WRITERS_LOCK)
+                for statement in statements:
+                    cursor.execute(statement)
             except self._error as exc:
                 self._leave_pipeline(conn, exc)
                 raise self._driver_error(conn, "BEGIN", (), exc) from exc
