@@ -137,3 +137,34 @@ def swap_positions(store: InterruptStore, first: int, second: int) -> None:
         conn.execute(sa.update(EVENTS).where(EVENTS.c.position == first).values(position=-1))
         conn.execute(sa.update(EVENTS).where(EVENTS.c.position == second).values(position=first))
         conn.execute(sa.update(EVENTS).where(EVENTS.c.position == -1).values(position=second))
+
+
+CHECKPOINT_TABLES = (schema.checkpoints, schema.checkpoint_heads, schema.checkpoint_buckets)
+
+
+def delete_checkpoint_tables(store: InterruptStore) -> None:
+    """Delete every row of the three tables the store keeps its checkpoints in: the
+    record of which checkpoint came last, and the heads and buckets the next one builds
+    on. A plain ``checkpoint`` then starts a fresh chain on whatever the log holds."""
+    with store.engine.begin() as conn:
+        for table in CHECKPOINT_TABLES:
+            conn.execute(sa.delete(table))
+
+
+def reforge_answer(
+    store: InterruptStore, thread_id: str, *, actor: str, response: Any, decision: str | None = None
+) -> None:
+    """Re-forge a thread's answer (its ``interrupt.resumed`` event) as ``actor`` giving
+    ``response`` (and ``decision``, where the event records one): every hash after it
+    recomputed, the audit columns and the projection head fixed up, triggers restored."""
+
+    def change(event: StoredEvent) -> dict[str, Any] | None:
+        if event.type != "interrupt.resumed":
+            return None
+        data = dict(event.data, response=response)
+        if "decision" in data:
+            data["decision"] = decision
+        return {"actor": actor, "data": data}
+
+    reforge(store, thread_id, change)
+    restore_triggers(store)

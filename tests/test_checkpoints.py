@@ -20,11 +20,13 @@ import pytest
 import sqlalchemy as sa
 from attacker import (
     EVENTS,
+    delete_checkpoint_tables,
     delete_tail,
     delete_thread,
     disable_triggers,
     insert_event,
     reforge,
+    reforge_answer,
     swap_positions,
 )
 from cli_helpers import assert_clean_error, run_cli
@@ -502,6 +504,219 @@ def test_a_checkpoint_document_round_trips_its_id(signed: tuple[InterruptStore, 
     _, cp = signed
     again = parse_checkpoint(cp.to_json())
     assert again.document == cp.document and again.id == cp.id
+
+
+# --- chain folders (SPEC §12) -----------------------------------------------------------
+
+
+def chain_files(folder: Path) -> list[Path]:
+    return sorted(folder.glob("checkpoint-*.json"))
+
+
+def recorded_checkpoints(store: InterruptStore) -> int:
+    with store.engine.connect() as conn:
+        return int(conn.exec_driver_sql("SELECT count(*) FROM symfonic_checkpoints").scalar_one())
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    made = tmp_path / "chain"
+    made.mkdir()
+    return made
+
+
+def test_checkpoint_into_a_chain_folder_follows_its_newest_valid_file(
+    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path, db_url: str, folder: Path, tmp_path: Path
+) -> None:
+    """checkpoint --chain DIR writes each checkpoint into DIR linked to the newest file there that the key signed; a non-checkpoint, an edited file and another key's file are passed over with a warning on stderr."""
+    store, _ = signed
+    first = run_cli("checkpoint", "--key", str(key), "--chain", str(folder), db=db_url)
+    assert first.returncode == 0, first.stderr
+    (one,) = chain_files(folder)
+    assert str(one) in first.stdout
+    store.record_route("t-alice", "finish", run_id="r2")
+    assert run_cli("checkpoint", "--key", str(key), "--chain", str(folder), db=db_url).returncode == 0
+    one_cp, two_cp = (parse_checkpoint(f.read_text()) for f in chain_files(folder))
+    assert two_cp.document["previous"] == {"position": one_cp.position, "root": one_cp.root, "id": one_cp.id}
+    assert two_cp.position == 16 and two_cp.document["full"] is False
+
+    # Files that must not count, each named higher than the real ones.
+    (folder / "checkpoint-99999999T999999999999Z-9999.json").write_text("{not json")
+    edited = dict(two_cp.document, position=17, cursor=17)
+    (folder / "checkpoint-99999999T999999999999Z-9998.json").write_text(json.dumps(edited))
+    other, _ = generate_key(tmp_path / "other")
+    with InterruptStore(db_url) as elsewhere:
+        foreign = elsewhere.checkpoint(other)
+    (folder / "checkpoint-99999999T999999999999Z-9997.json").write_text(foreign.to_json())
+    (folder / "notes.txt").write_text("not read")
+
+    store.record_route("t-bob", "finish", run_id="r2")
+    third = run_cli("checkpoint", "--key", str(key), "--chain", str(folder), db=db_url)
+    assert third.returncode == 0, third.stderr
+    warned = [line for line in third.stderr.splitlines() if "warning: ignored" in line]
+    assert len(warned) == 3, third.stderr
+    assert all("-999" in line for line in warned) and "notes.txt" not in third.stderr
+    newest = parse_checkpoint(max(chain_files(folder), key=lambda f: f.stat().st_mtime_ns).read_text())
+    assert newest.position == 17 and newest.document["previous"]["id"] == two_cp.id
+
+    both = run_cli("checkpoint", "--key", str(key), "--chain", str(folder), "--out", str(tmp_path), db=db_url)
+    assert "--chain" in assert_clean_error(both, 2)
+    missing = run_cli("checkpoint", "--key", str(key), "--chain", str(tmp_path / "nowhere"), db=db_url)
+    assert "not a folder" in assert_clean_error(missing, 2)
+
+
+def test_the_python_api_takes_a_checkpoint_into_a_chain_folder_alike(
+    signed: tuple[InterruptStore, Checkpoint], key: Path, folder: Path
+) -> None:
+    """store.checkpoint(key, chain=DIR) writes the file and follows the folder's newest; an ignored file is an IgnoredCheckpointFile warning; chain and previous together are refused."""
+    from symfonic_store.services.chain import IgnoredCheckpointFile
+
+    store, _ = signed
+    first = store.checkpoint(key, chain=folder)
+    # An empty folder starts a new chain holding every head: the folder stands alone.
+    assert first.document["previous"] is None and len(first.document["heads"]) == 3
+    (folder / "junk.json").write_text("[]")
+    with pytest.warns(IgnoredCheckpointFile, match="junk.json"):
+        second = store.checkpoint(key, chain=str(folder))
+    assert second.document["previous"]["id"] == first.id
+    assert [parse_checkpoint(f.read_text()).id for f in chain_files(folder)] == [first.id, second.id]
+    with pytest.raises(InvalidInputError, match="previous"):
+        store.checkpoint(key, chain=folder, previous=second)
+
+
+def test_a_forged_approval_after_the_checkpoint_tables_were_deleted_is_refused_by_the_chain(
+    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path, db_url: str, folder: Path, tmp_path: Path
+) -> None:
+    """The issue's attack: every checkpoint table emptied, bob's rejection re-forged as alice's approval (hashes, audit columns, projection fixed up; verify() passes). checkpoint --chain refuses naming t-bob, writing nothing; verify --chain fails naming t-bob; a plain checkpoint is the forged fresh chain."""
+    store, _ = signed
+    assert run_cli("checkpoint", "--key", str(key), "--chain", str(folder), db=db_url).returncode == 0
+    (kept,) = chain_files(folder)
+    # No checkpoint saw t-bob before its answer: the first event it can no longer vouch for.
+    first_bob = store.history("t-bob")[0]
+
+    delete_checkpoint_tables(store)
+    reforge_answer(store, "t-bob", actor="alice", response={"approved": True}, decision="approve")
+    assert [(r.actor, r.response) for r in store.audit(thread_id="t-bob")] == [("alice", {"approved": True})]
+    assert store.verify().ok  # chains, heads, audit columns and triggers: fooled
+
+    refused = run_cli("checkpoint", "--key", str(key), "--chain", str(folder), db=db_url)
+    line = assert_clean_error(refused, 1)
+    assert "thread 't-bob'" in line and "extends the newest checkpoint" in line
+    assert chain_files(folder) == [kept] and recorded_checkpoints(store) == 0  # nothing written
+    with pytest.raises(EvidenceError) as api:
+        store.checkpoint(key, chain=folder)
+    assert api.value.thread_id == "t-bob" and api.value.position == first_bob.position
+    # Even asked to recompute everything, it first proves the log against the folder.
+    assert "'t-bob'" in assert_clean_error(
+        run_cli("checkpoint", "--key", str(key), "--chain", str(folder), "--full", db=db_url), 1
+    )
+
+    broken = run_cli("verify", "--chain", str(folder), "--public-key", str(pub), db=db_url)
+    assert f"thread 't-bob' at position {first_bob.position}" in assert_clean_error(broken, 1)
+
+    # Without the chain, the database's word is all a checkpoint has: a fresh chain that
+    # signs the forgery (why the documented cron uses --chain).
+    fresh = run_cli("checkpoint", "--key", str(key), "--out", str(tmp_path), db=db_url)
+    assert fresh.returncode == 0, fresh.stderr
+    (signed_forgery,) = chain_files(tmp_path)
+    assert parse_checkpoint(signed_forgery.read_text()).document["previous"] is None
+
+
+def test_a_re_forged_thread_with_no_newer_event_stays_committed_at_its_true_head(
+    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path, db_url: str, folder: Path
+) -> None:
+    """With the checkpoint tables intact, the next checkpoint re-reads only new events: a re-forged thread with no newer event does not stop it, but it commits to that thread's true head, so verify --chain names the thread; its next event makes the checkpoint refuse."""
+    store, _ = signed
+    first = store.checkpoint(key, chain=folder)
+    reforge_answer(store, "t-bob", actor="alice", response={"approved": True}, decision="approve")
+    store.record_route("t-alice", "finish", run_id="r2")
+    second = store.checkpoint(key, chain=folder)
+    assert second.document["previous"]["id"] == first.id
+    assert [h[0] for h in second.document["heads"]] == ["t-alice"]  # t-bob: its true head kept
+    assert [p.thread_id for p in check(store, second, pub).problems] == ["t-bob"]
+    report = store.verify_chain(folder, public_keys=[pub])
+    assert not report.ok and "thread 't-bob'" in report.problems[0]
+    assert "'t-bob'" in assert_clean_error(
+        run_cli("verify", "--chain", str(folder), "--public-key", str(pub), db=db_url), 1
+    )
+    store.record_route("t-bob", "finish", run_id="r2")
+    with pytest.raises(EvidenceError) as refused:
+        store.checkpoint(key, chain=folder)
+    assert refused.value.thread_id == "t-bob"
+    assert len(chain_files(folder)) == 2
+
+
+def test_a_chain_whose_newest_file_the_database_never_recorded_is_proven_and_continued(
+    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path, db_url: str, folder: Path
+) -> None:
+    """The database's record is not the folder's newest (tables emptied, or a checkpoint taken elsewhere after it): an untouched log is proven against the file, every head recomputed, and the chain goes on linked to the file; verify --chain passes."""
+    store, _ = signed
+    first = store.checkpoint(key, chain=folder)
+    store.record_route("t-alice", "finish", run_id="r2")
+    elsewhere = store.checkpoint(key)  # recorded, never written into the folder
+    second = store.checkpoint(key, chain=folder)
+    assert second.document["previous"]["id"] == first.id != elsewhere.id
+    assert second.document["full"] is False and second.document["threads"] == 3
+    assert len(second.document["heads"]) == 3  # recomputed, all listed
+    delete_checkpoint_tables(store)
+    store.record_route("t-bob", "finish", run_id="r2")
+    third = store.checkpoint(key, chain=folder)
+    assert third.document["previous"]["id"] == second.id
+    store.record_route("t-other", "finish", run_id="r2")
+    fourth = store.checkpoint(key, chain=folder)  # the kept state is the folder's again
+    assert [h[0] for h in fourth.document["heads"]] == ["t-other"]
+    assert check(store, fourth, pub).ok
+    ok = run_cli("verify", "--chain", str(folder), "--public-key", str(pub), db=db_url)
+    assert ok.returncode == 0, ok.stderr
+    assert "4 checkpoint file(s), linked" in ok.stdout and "holds everything it committed to" in ok.stdout
+
+
+def test_verify_chain_checks_every_link_of_the_folder(
+    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path, db_url: str, folder: Path
+) -> None:
+    """verify --chain fails on a file removed from the middle, an edited file, and a restart (--full) whose earlier file the log no longer holds; it needs --public-key."""
+    store, _ = signed
+    for thread in ("t-alice", "t-bob", "t-other"):
+        store.checkpoint(key, chain=folder)
+        store.record_route(thread, "finish", run_id="r2")
+    store.checkpoint(key, chain=folder)
+    files = chain_files(folder)
+    assert store.verify_chain(folder, public_keys=[pub]).ok
+
+    middle = files[1].read_text()
+    files[1].unlink()
+    gap = store.verify_chain(folder, public_keys=[pub])
+    assert not gap.ok and "not in the folder" in gap.problems[0]
+    files[1].write_text(middle.replace('"threads": 3', '"threads": 4'))
+    edited = run_cli("verify", "--chain", str(folder), "--public-key", str(pub), db=db_url)
+    assert str(files[1].name) in assert_clean_error(edited, 1)
+    files[1].write_text(middle)
+    assert store.verify_chain(folder, public_keys=[pub]).ok
+
+    # A plain --full restart after a forgery, put into the folder: the file before it fails.
+    reforge(store, "t-bob", lambda e: {"actor": "alice"} if e.version == 4 else None)
+    restart = store.checkpoint(key, full=True)
+    assert check(store, restart, pub).ok
+    (folder / "checkpoint-99991231T000000000000Z-restart.json").write_text(restart.to_json())
+    report = store.verify_chain(folder, public_keys=[pub])
+    assert not report.ok and any("'t-bob'" in p for p in report.problems)
+
+    assert "--public-key" in assert_clean_error(run_cli("verify", "--chain", str(folder), db=db_url), 2)
+
+
+async def test_the_async_store_takes_and_verifies_chains_alike(
+    astore: AsyncInterruptStore, db_url: str, key: Path, pub: Path, folder: Path
+) -> None:
+    """AsyncInterruptStore.checkpoint(chain=...) and verify_chain run the same plans."""
+    sync = InterruptStore(db_url)
+    try:
+        refund(sync, "t-a")
+    finally:
+        sync.close()
+    first = await astore.checkpoint(key, chain=folder)
+    assert (await astore.verify_chain(folder, public_keys=[pub])).ok
+    second = await astore.checkpoint(key, chain=folder)
+    assert second.document["previous"]["id"] == first.id
 
 
 # --- parallel writers (PostgreSQL, SPEC §10 and §11) -----------------------------------

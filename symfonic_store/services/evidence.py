@@ -653,8 +653,12 @@ def take(
     previous: Checkpoint | None,
     full: bool,
     now: datetime,
+    follow: Callable[[Connection, Checkpoint | None, bool], tuple[Checkpoint | None, bool]] | None = None,
 ) -> Checkpoint:
     """Take, sign and record a checkpoint of the whole log as it is now (see module doc).
+    ``follow(conn, last recorded, full)`` (a chain folder, services/chain.py) may name
+    what it follows instead, and whether to recompute every head after proving the log
+    extends it (then ``full`` stays false: the chain does not restart).
 
     Runs in one write transaction that inserts no events (``appends=False``);
     concurrent takes are serialised by the evidence lock (PostgreSQL) or the write lock
@@ -679,6 +683,10 @@ def take(
             f"previous checkpoint given (position {previous.position}, id {previous.id[:16]}...): "
             "checkpoints were removed or replaced in the database"
         )
+    recompute = full
+    if follow is not None:
+        last, recompute = follow(conn, last, full)
+        full = False
     if last is not None and last.key_id == kid:
         problem = signature_problem(last, {kid: public})
         if problem is not None:
@@ -696,7 +704,7 @@ def take(
             f"refusing to sign: the log ends at position {position}, before the latest "
             f"checkpoint's position {last.position}: events at its end were removed"
         )
-    if full or last is None:
+    if recompute or last is None:
         leaves = _all_leaves(conn, position)
         rows = [_head_row(x) for x in leaves.values()]
         buckets = _buckets_of_rows(rows)

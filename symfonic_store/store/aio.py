@@ -256,4 +256,5 @@ class AsyncInterruptStore(Integrations):
     verify = _Operation(Operations.verify)
     checkpoint = _Operation(Operations.checkpoint)
     verify_checkpoint = _Operation(Operations.verify_checkpoint)
+    verify_chain = _Operation(Operations.verify_chain)
     archive = _Operation(Operations.archive)

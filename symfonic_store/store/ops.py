@@ -24,6 +24,7 @@ import functools
 import inspect
 import os
 import time
+import warnings
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -62,6 +63,7 @@ from ..native import MARKER_SOURCE, NATIVE_SOURCE
 from ..projection import ThreadState
 from ..protocol import PENDING_KEY, interrupt_pending_is_current, normalize_response
 from ..services import archive as archiving
+from ..services import chain as chaining
 from ..services import evidence
 from ..services.archive import ArchiveResult
 from ..services.audit import AuditRecord, audit
@@ -1015,6 +1017,7 @@ class Operations:
         *,
         previous: Any = None,
         full: bool = False,
+        chain: str | os.PathLike[str] | None = None,
     ) -> Plan[Checkpoint]:
         """Take and sign a checkpoint of the whole log up to its current position.
 
@@ -1025,21 +1028,78 @@ class Operations:
         the threads changed since the previous checkpoint (a new start after a refusal).
         Keep the returned document outside the database (``checkpoint.to_json()``).
 
+        ``chain`` (a folder; instead of ``previous``) follows the newest checkpoint file
+        there that the key signed, whatever the database recorded, and writes the new one
+        into it; other files there are passed over with an :class:`IgnoredCheckpointFile`
+        warning. ``full`` then recomputes every head, still only once the log is proven
+        to extend that file.
+
         Raises:
-            EvidenceError: the log no longer extends the latest checkpoint, the state kept
-                for it was altered, or ``previous`` is not the latest; nothing is signed.
-            InvalidInputError: not an Ed25519 private key, or a bad ``previous``.
+            EvidenceError: the log no longer extends the latest checkpoint (with
+                ``chain``: the folder's newest, even if the database lost its record),
+                the state kept for it was altered, or ``previous`` is not the latest;
+                nothing is signed or written.
+            InvalidInputError: not an Ed25519 private key, a bad ``previous``, or
+                ``chain`` with ``previous`` or not a writable folder.
         """
         key = evidence.load_private_key(private_key)
         pinned = None if previous is None else checkpoint_arg(previous, "previous")
         if not isinstance(full, bool):
             raise InvalidInputError("full", "must be True or False")
+        follow = None
+        if chain is not None:
+            if pinned is not None:
+                raise InvalidInputError("chain", "replaces previous: give one of them")
+            folder = chaining.chain_folder(chain, writable=True)
+            keys = {evidence.key_id(key.public_key()): key.public_key()}
+            found = chaining.read_chain(folder, keys)
+            for ignored in found.ignored:
+                warnings.warn(f"ignored {ignored}", chaining.IgnoredCheckpointFile, stacklevel=4)
+            follow = partial(chaining.follow_newest, chain=found, keys=keys)
         taken: Checkpoint = yield Op(
-            partial(evidence.take, key=key, previous=pinned, full=full, now=utc_now()),
+            partial(evidence.take, key=key, previous=pinned, full=full, now=utc_now(), follow=follow),
             write=True,
             appends=False,
         )
+        if chain is not None:
+            target = folder / chaining.file_name(taken)
+            try:
+                chaining.write_new(target, taken.to_json(), option="chain")
+            except InvalidInputError as exc:
+                raise EvidenceError(
+                    f"the checkpoint at position {taken.position} was recorded, but {exc}; "
+                    "the next run proves the log against the folder's newest file and goes on"
+                ) from None
         return taken
+
+    def verify_chain(
+        self,
+        chain: str | os.PathLike[str],
+        *,
+        public_keys: Sequence[Any],
+        archives: Sequence[Any] = (),
+        thread_id: str | None = None,
+    ) -> Plan[chaining.ChainReport]:
+        """Check a chain folder: every file signed by one of ``public_keys`` and naming the
+        one before it, and the log against the newest (and against the file before any
+        ``full`` restart, which did not prove the log extended it).
+
+        Raises:
+            InvalidInputError: ``chain`` is not a folder; no or bad public keys.
+        """
+        if isinstance(public_keys, str | bytes) or not public_keys:
+            raise InvalidInputError("public_keys", "must list at least one public key")
+        found = chaining.read_chain(chaining.chain_folder(chain, writable=False), evidence.keys_by_id(public_keys))
+        report = chaining.ChainReport(found.folder, len(found.files), found.ignored, chaining.chain_problems(found))
+        newest = found.newest
+        for checked in [*chaining.restarts(found), *([] if newest is None else [newest])]:
+            result: CheckpointReport = yield from self.verify_checkpoint(
+                checked.checkpoint, public_keys=public_keys, archives=archives,
+                thread_id=thread_id, chain=list(found.known().values()),
+            )
+            result.source = f"checkpoint {str(checked.path)!r}"
+            report.reports.append(result)
+        return report
 
     def verify_checkpoint(
         self,

@@ -287,4 +287,5 @@ class InterruptStore(Integrations):
     verify = _Operation(Operations.verify)
     checkpoint = _Operation(Operations.checkpoint)
     verify_checkpoint = _Operation(Operations.verify_checkpoint)
+    verify_chain = _Operation(Operations.verify_chain)
     archive = _Operation(Operations.archive)

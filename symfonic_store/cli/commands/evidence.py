@@ -7,7 +7,8 @@ write them exclusively (never over an existing file) and read them back to check
 
 from __future__ import annotations
 
-import os
+import sys
+import warnings
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
@@ -15,7 +16,7 @@ from typing import Annotated
 import typer
 
 from ...errors import InvalidInputError
-from ..app import Problem, app, flag, get_session, moment
+from ..app import PROG, Problem, app, flag, get_session, moment
 from ..render import emit, say
 
 KeyOption = Annotated[
@@ -57,19 +58,33 @@ def verify(
             show_default=False,
         ),
     ] = None,
+    chain: Annotated[
+        Path | None,
+        typer.Option(
+            "--chain",
+            metavar="DIR",
+            help="Check the chain of checkpoint files in DIR (each signed, each naming the one "
+            "before it) and prove the log still holds what the newest committed to.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Check the hash chains, projection heads and append-only triggers; exit 1 on a problem.
 
-    With --checkpoint, also prove the log still holds what signed checkpoints committed to.
+    With --chain or --checkpoint, also prove the log still holds what signed checkpoints
+    committed to.
     """
     files = list(checkpoints or [])
     keys = list(public_keys or [])
-    if files and not keys:
-        raise InvalidInputError("--public-key", "is required with --checkpoint")
-    if (keys or archives) and not files:
-        raise InvalidInputError("--checkpoint", "is required with --public-key and --archive")
+    if (files or chain is not None) and not keys:
+        raise InvalidInputError("--public-key", "is required with --chain and --checkpoint")
+    if (keys or archives) and not files and chain is None:
+        raise InvalidInputError("--chain", "(or --checkpoint) is required with --public-key and --archive")
     with get_session(ctx).store() as store:
         report = store.verify(thread)
+        linked = None
+        if chain is not None:
+            linked = store.verify_chain(chain, public_keys=keys, archives=list(archives or []), thread_id=thread)
         checked = [
             store.verify_checkpoint(
                 f, public_keys=keys, archives=list(archives or []), thread_id=thread,
@@ -78,9 +93,13 @@ def verify(
             for f in files
         ]
     say(str(report))
+    if linked is not None:
+        say(str(linked))
     for file, result in zip(files, checked, strict=True):
         result.source = f"checkpoint {str(file)!r}"
         say(str(result))
+    if linked is not None and not linked.ok:
+        raise Problem(f"the chain {str(chain)!r} does not hold; first: {linked.problems[0]}")
     failed = [(f, r) for f, r in zip(files, checked, strict=True) if not r.ok]
     if failed:
         file, result = failed[0]
@@ -108,17 +127,6 @@ def keygen(
     )
 
 
-def _write_new(path: Path, text: str) -> None:
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        raise InvalidInputError("--out", f"{str(path)!r} exists: a checkpoint file is never overwritten") from None
-    except OSError as exc:
-        raise InvalidInputError("--out", f"cannot create {str(path)!r}: {exc.strerror}") from None
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-
-
 @app.command()
 def checkpoint(
     ctx: typer.Context,
@@ -144,25 +152,50 @@ def checkpoint(
     ] = None,
     full: Annotated[
         bool,
-        typer.Option("--full", help="Recompute every thread's head from the log (a new start after a refusal)."),
+        typer.Option(
+            "--full",
+            help="Recompute every thread's head from the log (without --chain: a new start "
+            "after a refusal).",
+        ),
     ] = False,
+    chain: Annotated[
+        Path | None,
+        typer.Option(
+            "--chain",
+            metavar="DIR",
+            help="Follow the newest checkpoint in DIR signed by KEY (whatever the database "
+            "recorded) and write the new one there; refuse if the log no longer extends it.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Sign a checkpoint of the whole log up to its current position (from cron)."""
+    """Sign a checkpoint of the whole log up to its current position (from cron: use --chain)."""
+    from ...services.chain import IgnoredCheckpointFile, file_name, write_new
+
+    if chain is not None and (out is not None or previous is not None):
+        raise InvalidInputError("--chain", "replaces --out and --previous: give only --chain")
     if out is not None and out.exists() and not out.is_dir():
         # Checked before signing: a checkpoint the store records but nobody keeps would
         # make the next `--previous` run refuse.
         raise InvalidInputError("--out", f"{str(out)!r} exists: a checkpoint file is never overwritten")
-    with get_session(ctx).store() as store:
-        taken = store.checkpoint(key, previous=previous, full=full)
+    session = get_session(ctx)
+    with session.store() as store, warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", IgnoredCheckpointFile)
+        try:
+            taken = store.checkpoint(key, previous=previous, full=full, chain=chain)
+        finally:
+            for warning in seen:
+                if issubclass(warning.category, IgnoredCheckpointFile):
+                    sys.stderr.write(session.redact(f"{PROG}: warning: {warning.message}") + "\n")
+    if chain is not None:
+        say(f"wrote {str(chain / file_name(taken))!r}: {taken}")
+        return
     text = taken.to_json()
     if out is None:
         emit(text)
         return
-    target = out
-    if out.is_dir():
-        moment_ = datetime.fromisoformat(taken.taken_at)
-        target = out / f"checkpoint-{moment_:%Y%m%dT%H%M%S%fZ}-{taken.position}.json"
-    _write_new(target, text)
+    target = out / file_name(taken) if out.is_dir() else out
+    write_new(target, text, option="--out")
     say(f"wrote {str(target)!r}: {taken}")
 
 
