@@ -291,9 +291,9 @@ def test_the_kept_checkpoint_state_altered_is_refused(
 
 
 def test_a_stolen_key_cannot_rewrite_what_the_kept_files_committed_to(
-    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path
+    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path, tmp_path: Path
 ) -> None:
-    """The attacker re-forges the log and signs a fresh checkpoint with the stolen key: the file kept outside still fails, and the owner's next checkpoint with --previous refuses."""
+    """The attacker re-forges the log and signs a fresh checkpoint with the stolen key: the file kept outside still fails, and the owner's next checkpoint with --previous or --chain refuses."""
     store, kept = signed
     reforge(store, "t-bob", lambda e: {"actor": "alice"} if e.version == 4 else None)
     theirs = store.checkpoint(key, full=True)
@@ -301,6 +301,13 @@ def test_a_stolen_key_cannot_rewrite_what_the_kept_files_committed_to(
     assert [p.thread_id for p in check(store, kept, pub).problems] == ["t-bob"]
     with pytest.raises(EvidenceError, match="not the previous checkpoint given"):
         store.checkpoint(key, previous=kept)
+    # Kept in a chain folder, the file is proven against the log: the thread is named.
+    folder = tmp_path / "chain"
+    folder.mkdir()
+    (folder / "checkpoint-kept.json").write_text(kept.to_json())
+    with pytest.raises(EvidenceError) as chained:
+        store.checkpoint(key, chain=folder)
+    assert chained.value.thread_id == "t-bob"
 
 
 def test_keys_rotate_and_each_checkpoint_verifies_with_its_own(
@@ -702,6 +709,27 @@ def test_verify_chain_checks_every_link_of_the_folder(
     assert not report.ok and any("'t-bob'" in p for p in report.problems)
 
     assert "--public-key" in assert_clean_error(run_cli("verify", "--chain", str(folder), db=db_url), 2)
+
+
+def test_a_rotated_key_continues_the_chain_when_the_old_public_key_is_given(
+    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path, db_url: str, folder: Path, tmp_path: Path
+) -> None:
+    """After a rotation, checkpoint --chain --public-key OLD.pub follows the old key's newest file; verify --chain with both keys passes, with the new key alone it fails; --public-key without --chain is refused."""
+    store, _ = signed
+    old = store.checkpoint(key, chain=folder)
+    new_key, new_pub = generate_key(tmp_path / "rotated")
+    store.record_route("t-alice", "finish", run_id="r2")
+    done = run_cli("checkpoint", "--key", str(new_key), "--chain", str(folder), "--public-key", str(pub), db=db_url)
+    assert done.returncode == 0, done.stderr
+    assert "warning" not in done.stderr
+    rotated = parse_checkpoint(chain_files(folder)[-1].read_text())
+    assert rotated.document["previous"]["id"] == old.id and rotated.key_id != old.key_id
+    both = run_cli("verify", "--chain", str(folder), "--public-key", str(pub), "--public-key", str(new_pub), db=db_url)
+    assert both.returncode == 0, both.stderr
+    alone = run_cli("verify", "--chain", str(folder), "--public-key", str(new_pub), db=db_url)
+    assert "not among the given public keys" in assert_clean_error(alone, 1)
+    stray = run_cli("checkpoint", "--key", str(new_key), "--public-key", str(pub), db=db_url)
+    assert "--chain" in assert_clean_error(stray, 2)
 
 
 async def test_the_async_store_takes_and_verifies_chains_alike(

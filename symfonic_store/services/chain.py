@@ -20,6 +20,7 @@ next checkpoint follows the newest file there instead of the database's word:
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -33,6 +34,7 @@ from ..errors import EvidenceError, InvalidInputError
 from .evidence import (
     Checkpoint,
     CheckpointReport,
+    key_id,
     parse_checkpoint,
     root_of,
     signature_problem,
@@ -40,7 +42,10 @@ from .evidence import (
 )
 
 if TYPE_CHECKING:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
 
 PATTERN = "*.json"
 """The files of a chain folder that are read: other files (a README, ``.git``) are not."""
@@ -72,15 +77,38 @@ class Ignored:
 
 @dataclass(slots=True)
 class Chain:
-    """A chain folder as read: its valid files oldest first, and the files ignored."""
+    """A chain folder as read: its valid files oldest first, the files ignored, and the
+    keys a file had to be signed by."""
 
     folder: Path
+    keys: Mapping[str, Ed25519PublicKey]
     files: list[ChainFile] = field(default_factory=list)
     ignored: list[Ignored] = field(default_factory=list)
 
     @property
     def newest(self) -> ChainFile | None:
         return self.files[-1] if self.files else None
+
+    def follow(self, conn: Connection, last: Checkpoint | None, full: bool) -> tuple[Checkpoint | None, bool]:
+        """:func:`follow_newest` of this chain, under the keys that signed its files."""
+        return follow_newest(conn, last, full, chain=self)
+
+    def keep(self, checkpoint: Checkpoint) -> Path:
+        """Write ``checkpoint`` into the folder (never over a file).
+
+        Raises:
+            EvidenceError: it cannot be written; the database recorded it already, and the
+                next run proves the log against the folder's newest file and goes on.
+        """
+        target = self.folder / file_name(checkpoint)
+        try:
+            write_new(target, checkpoint.to_json(), option="chain")
+        except InvalidInputError as exc:
+            raise EvidenceError(
+                f"the checkpoint at position {checkpoint.position} was recorded, but {exc}; the "
+                "next run proves the log against the folder's newest file and goes on"
+            ) from None
+        return target
 
     def known(self) -> dict[str, Checkpoint]:
         """Every valid checkpoint by id: what names a changed thread when the database
@@ -102,10 +130,30 @@ def chain_folder(value: str | os.PathLike[str], *, writable: bool) -> Path:
     return folder
 
 
+def open_chain(
+    folder: str | os.PathLike[str],
+    key: Ed25519PrivateKey,
+    *,
+    also: Mapping[str, Ed25519PublicKey] | None = None,
+) -> Chain:
+    """The chain in ``folder`` that a checkpoint signed by ``key`` goes into: its files
+    signed by ``key`` (or by a key of ``also``: the old one after a rotation); each other
+    file is an :class:`IgnoredCheckpointFile` warning.
+
+    Raises:
+        InvalidInputError: ``folder`` is not a writable folder.
+    """
+    public = key.public_key()
+    chain = read_chain(chain_folder(folder, writable=True), {**(also or {}), key_id(public): public})
+    for ignored in chain.ignored:
+        warnings.warn(f"ignored {ignored}", IgnoredCheckpointFile, stacklevel=3)
+    return chain
+
+
 def read_chain(folder: Path, keys: Mapping[str, Ed25519PublicKey]) -> Chain:
     """The checkpoints in ``folder`` (its ``*.json`` files) signed by one of ``keys``,
     ordered by position (then time taken); the other files are in ``ignored``."""
-    chain = Chain(folder)
+    chain = Chain(folder, keys)
     for path in sorted(folder.glob(PATTERN)):
         if not path.is_file():
             continue
@@ -152,12 +200,7 @@ def write_new(path: Path, text: str, *, option: str) -> None:
 
 
 def follow_newest(
-    conn: Connection,
-    last: Checkpoint | None,
-    full: bool,
-    *,
-    chain: Chain,
-    keys: Mapping[str, Ed25519PublicKey],
+    conn: Connection, last: Checkpoint | None, full: bool, *, chain: Chain
 ) -> tuple[Checkpoint | None, bool]:
     """What a checkpoint taken into ``chain`` follows, and whether it recomputes every
     head: called by :func:`~symfonic_store.services.evidence.take` with the latest
@@ -183,7 +226,7 @@ def follow_newest(
     # The database does not hold the newest file's state (deleted, restored from a backup,
     # or a run that stopped between its commit and its file): its record cannot be
     # trusted to name what the log held, the file can.
-    report = verify_checkpoint(conn, anchor, keys=keys, known=chain.known(), source=f"checkpoint {newest.path.name!r}")
+    report = verify_checkpoint(conn, anchor, keys=chain.keys, known=chain.known(), source=f"checkpoint {newest.path.name!r}")
     if not report.ok:
         raise _refusal(newest, report)
     return anchor, True

@@ -24,7 +24,6 @@ import functools
 import inspect
 import os
 import time
-import warnings
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -1018,6 +1017,7 @@ class Operations:
         previous: Any = None,
         full: bool = False,
         chain: str | os.PathLike[str] | None = None,
+        public_keys: Sequence[Any] = (),
     ) -> Plan[Checkpoint]:
         """Take and sign a checkpoint of the whole log up to its current position.
 
@@ -1031,8 +1031,9 @@ class Operations:
         ``chain`` (a folder; instead of ``previous``) follows the newest checkpoint file
         there that the key signed, whatever the database recorded, and writes the new one
         into it; other files there are passed over with an :class:`IgnoredCheckpointFile`
-        warning. ``full`` then recomputes every head, still only once the log is proven
-        to extend that file.
+        warning, except files signed by one of ``public_keys`` (the old key after a
+        rotation). ``full`` then recomputes every head, still only once the log is
+        proven to extend that file.
 
         Raises:
             EvidenceError: the log no longer extends the latest checkpoint (with
@@ -1040,36 +1041,27 @@ class Operations:
                 the state kept for it was altered, or ``previous`` is not the latest;
                 nothing is signed or written.
             InvalidInputError: not an Ed25519 private key, a bad ``previous``, or
-                ``chain`` with ``previous`` or not a writable folder.
+                ``chain`` with ``previous`` or not a writable folder, or
+                ``public_keys`` without ``chain`` or not public keys.
         """
         key = evidence.load_private_key(private_key)
         pinned = None if previous is None else checkpoint_arg(previous, "previous")
         if not isinstance(full, bool):
             raise InvalidInputError("full", "must be True or False")
-        follow = None
-        if chain is not None:
-            if pinned is not None:
-                raise InvalidInputError("chain", "replaces previous: give one of them")
-            folder = chaining.chain_folder(chain, writable=True)
-            keys = {evidence.key_id(key.public_key()): key.public_key()}
-            found = chaining.read_chain(folder, keys)
-            for ignored in found.ignored:
-                warnings.warn(f"ignored {ignored}", chaining.IgnoredCheckpointFile, stacklevel=4)
-            follow = partial(chaining.follow_newest, chain=found, keys=keys)
+        if chain is not None and pinned is not None:
+            raise InvalidInputError("chain", "replaces previous: give one of them")
+        if public_keys and chain is None:
+            raise InvalidInputError("public_keys", "count only with chain")
+        also = evidence.keys_by_id(public_keys)
+        found = None if chain is None else chaining.open_chain(chain, key, also=also)
+        follow = None if found is None else found.follow
         taken: Checkpoint = yield Op(
             partial(evidence.take, key=key, previous=pinned, full=full, now=utc_now(), follow=follow),
             write=True,
             appends=False,
         )
-        if chain is not None:
-            target = folder / chaining.file_name(taken)
-            try:
-                chaining.write_new(target, taken.to_json(), option="chain")
-            except InvalidInputError as exc:
-                raise EvidenceError(
-                    f"the checkpoint at position {taken.position} was recorded, but {exc}; "
-                    "the next run proves the log against the folder's newest file and goes on"
-                ) from None
+        if found is not None:
+            found.keep(taken)
         return taken
 
     def verify_chain(

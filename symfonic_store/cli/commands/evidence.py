@@ -168,12 +168,24 @@ def checkpoint(
             show_default=False,
         ),
     ] = None,
+    public_keys: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--public-key",
+            metavar="KEY.pub",
+            help="With --chain: files in DIR signed by this key count too (the old key after "
+            "a rotation; repeatable).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Sign a checkpoint of the whole log up to its current position (from cron: use --chain)."""
     from ...services.chain import IgnoredCheckpointFile, file_name, write_new
 
     if chain is not None and (out is not None or previous is not None):
         raise InvalidInputError("--chain", "replaces --out and --previous: give only --chain")
+    if public_keys and chain is None:
+        raise InvalidInputError("--public-key", "counts only with --chain")
     if out is not None and out.exists() and not out.is_dir():
         # Checked before signing: a checkpoint the store records but nobody keeps would
         # make the next `--previous` run refuse.
@@ -182,7 +194,9 @@ def checkpoint(
     with session.store() as store, warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always", IgnoredCheckpointFile)
         try:
-            taken = store.checkpoint(key, previous=previous, full=full, chain=chain)
+            taken = store.checkpoint(
+                key, previous=previous, full=full, chain=chain, public_keys=list(public_keys or [])
+            )
         finally:
             for warning in seen:
                 if issubclass(warning.category, IgnoredCheckpointFile):
