@@ -732,6 +732,33 @@ def test_a_rotated_key_continues_the_chain_when_the_old_public_key_is_given(
     assert "--chain" in assert_clean_error(stray, 2)
 
 
+def test_checkpoints_racing_into_one_folder_never_fork_its_chain(
+    store: InterruptStore, key: Path, pub: Path, folder: Path
+) -> None:
+    """Two runs taking checkpoints into the same folder at once (an overlapping cron) take turns: every file follows the one before it, and verify_chain passes."""
+    refund(store, "t-0")
+    start = threading.Barrier(2)
+    failures: list[BaseException] = []
+
+    def take() -> None:
+        try:
+            start.wait()
+            for _ in range(3):
+                store.checkpoint(key, chain=folder)
+        except BaseException as exc:
+            failures.append(exc)
+
+    workers = [threading.Thread(target=take) for _ in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert not failures, failures
+    assert len(chain_files(folder)) == 6
+    report = store.verify_chain(folder, public_keys=[pub])
+    assert report.ok, str(report)
+
+
 async def test_the_async_store_takes_and_verifies_chains_alike(
     astore: AsyncInterruptStore, db_url: str, key: Path, pub: Path, folder: Path
 ) -> None:

@@ -84,6 +84,14 @@ class Chain:
     keys: Mapping[str, Ed25519PublicKey]
     files: list[ChainFile] = field(default_factory=list)
     ignored: list[Ignored] = field(default_factory=list)
+    lock: int | None = None
+    """The folder's descriptor, locked while a checkpoint goes into it (:func:`open_chain`)."""
+
+    def close(self) -> None:
+        """Let the next checkpoint into the folder."""
+        if self.lock is not None:
+            os.close(self.lock)  # closing the descriptor releases its flock
+            self.lock = None
 
     @property
     def newest(self) -> ChainFile | None:
@@ -144,10 +152,36 @@ def open_chain(
         InvalidInputError: ``folder`` is not a writable folder.
     """
     public = key.public_key()
-    chain = read_chain(chain_folder(folder, writable=True), {**(also or {}), key_id(public): public})
+    path = chain_folder(folder, writable=True)
+    # Two runs into one folder (an overlapping cron) take turns from reading the folder to
+    # writing their file: the second follows the first's file instead of forking the chain.
+    lock = _lock(path)
+    try:
+        chain = read_chain(path, {**(also or {}), key_id(public): public})
+    except BaseException:
+        if lock is not None:
+            os.close(lock)
+        raise
+    chain.lock = lock
     for ignored in chain.ignored:
         warnings.warn(f"ignored {ignored}", IgnoredCheckpointFile, stacklevel=3)
     return chain
+
+
+def _lock(folder: Path) -> int | None:
+    """An exclusive lock on ``folder`` (waits for the holder); None where the platform
+    has no ``flock``."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        return None
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
 
 
 def read_chain(folder: Path, keys: Mapping[str, Ed25519PublicKey]) -> Chain:

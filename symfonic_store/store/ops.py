@@ -1055,13 +1055,17 @@ class Operations:
         also = evidence.keys_by_id(public_keys)
         found = None if chain is None else chaining.open_chain(chain, key, also=also)
         follow = None if found is None else found.follow
-        taken: Checkpoint = yield Op(
-            partial(evidence.take, key=key, previous=pinned, full=full, now=utc_now(), follow=follow),
-            write=True,
-            appends=False,
-        )
-        if found is not None:
-            found.keep(taken)
+        try:
+            taken: Checkpoint = yield Op(
+                partial(evidence.take, key=key, previous=pinned, full=full, now=utc_now(), follow=follow),
+                write=True,
+                appends=False,
+            )
+            if found is not None:
+                found.keep(taken)
+        finally:
+            if found is not None:
+                found.close()
         return taken
 
     def verify_chain(
