@@ -678,6 +678,26 @@ def test_a_chain_whose_newest_file_the_database_never_recorded_is_proven_and_con
     assert "4 checkpoint file(s), linked" in ok.stdout and "holds everything it committed to" in ok.stdout
 
 
+def test_altered_kept_state_under_a_chain_is_refused_and_full_proves_before_recomputing(
+    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path, folder: Path
+) -> None:
+    """Kept heads edited: checkpoint --chain refuses like a plain one; with --full it proves the log against the folder's newest file, recomputes, and stays linked to it (full: false); bucket hashes edited, the kept state is not the file's and the proof is taken at once."""
+    store, _ = signed
+    first = store.checkpoint(key, chain=folder)
+    store.record_route("t-alice", "finish", run_id="r2")
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE symfonic_checkpoint_heads SET version = version + 1 WHERE thread_id = 't-alice'")
+    with pytest.raises(EvidenceError, match="altered"):
+        store.checkpoint(key, chain=folder)
+    second = store.checkpoint(key, chain=folder, full=True)
+    assert second.document["previous"]["id"] == first.id and second.document["full"] is False
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE symfonic_checkpoint_buckets SET threads = threads + 1")
+    third = store.checkpoint(key, chain=folder)
+    assert third.document["previous"]["id"] == second.id
+    assert store.verify_chain(folder, public_keys=[pub]).ok
+
+
 def test_verify_chain_checks_every_link_of_the_folder(
     signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path, db_url: str, folder: Path
 ) -> None:
