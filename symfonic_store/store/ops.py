@@ -1050,8 +1050,8 @@ class Operations:
             raise InvalidInputError("full", "must be True or False")
         if chain is not None and pinned is not None:
             raise InvalidInputError("chain", "replaces previous: give one of them")
-        if public_keys and chain is None:
-            raise InvalidInputError("public_keys", "count only with chain")
+        if isinstance(public_keys, str | bytes) or (public_keys and chain is None):
+            raise InvalidInputError("public_keys", "is a list of public keys, and counts only with chain")
         also = evidence.keys_by_id(public_keys)
         found = None if chain is None else chaining.open_chain(chain, key, also=also)
         follow = None if found is None else found.follow
