@@ -8,13 +8,18 @@ and leaves plain ASCII and single-script text unchanged.
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import re
 import unicodedata
 
 import pytest
+from cli_helpers import run_cli
 from hypothesis import given
 from hypothesis import strategies as st
 
+from symfonic_store import InterruptStore, build_interrupt_marker
 from symfonic_store.visible import Escape, Mixed, escape_text, mixed_scripts, pieces, reveal
 
 BIDI = "\u202e024$"
@@ -116,3 +121,53 @@ def test_only_words_that_mix_scripts_are_marked(text: str) -> None:
         if isinstance(piece, Mixed):
             assert len(piece.scripts) >= 2
             assert mixed_scripts("".join(p for p in piece.parts if isinstance(p, str)))
+
+
+HOSTILE_PAYLOAD = {"amount": BIDI, "note": f"pay {JOINED}", "to": LOOKALIKE}
+SHOWN = ("⟨U+202E⟩024$", "a⟨U+200D⟩lice", "⚠⟨Cyrillic+Latin⟩\u0430lice")
+
+
+def hostile_shop(store: InterruptStore) -> tuple[str, str]:
+    """A thread whose id, interrupt name, payload, requester and approver hide characters."""
+    thread_id, interrupt_id = f"refund{JOINED}", "i-\u202e1"
+    marker = build_interrupt_marker(name="appr\u043eve", interrupt_id=interrupt_id, payload=HOSTILE_PAYLOAD)
+    store.mint(thread_id, marker, actor=LOOKALIKE)
+    store.resume(thread_id, interrupt_id, {"approved": True, "by": BIDI}, actor=f"b\u200bob{BIDI}")
+    return thread_id, interrupt_id
+
+
+@pytest.mark.parametrize("args", [["audit"], ["replay", f"refund{JOINED}"]], ids=["audit", "replay"])
+def test_cli_tables_show_invisible_and_look_alike_characters(store: InterruptStore, db_url: str, args: list[str]) -> None:
+    """Tables show escapes and mixed-script marks in ids, names, actors, payloads and responses; none of the raw characters."""
+    hostile_shop(store)
+    shown = run_cli(*args, db=db_url, env={"COLUMNS": "400"})
+    assert shown.returncode == 0, shown.stderr
+    text = shown.stdout
+    assert not [c for c in text if hidden(c)], text
+    assert "i-⟨U+202E⟩1" in text
+    assert "b⟨U+200B⟩ob⟨U+202E⟩024$" in text  # the approver, and the response's "by"
+    assert "⚠⟨Cyrillic+Latin⟩\u0430lice" in text  # the requester
+    assert "⚠⟨Latin+Cyrillic⟩appr\u043eve" in text
+    if args == ["audit"]:  # replay names the thread in its title and cuts the marker short
+        assert "refunda⟨U+200D⟩lice" in text
+        assert all(part in text for part in SHOWN)
+
+
+def test_pending_table_reveals_and_json_and_csv_keep_the_stored_text(store: InterruptStore, db_url: str) -> None:
+    """`pending` reveals in its table; `--format json` and `csv` carry the exact stored characters."""
+    thread_id, interrupt_id = f"open{JOINED}", "i-open"
+    marker = build_interrupt_marker(name="approve", interrupt_id=interrupt_id, payload=HOSTILE_PAYLOAD)
+    store.mint(thread_id, marker, actor=LOOKALIKE)
+    table = run_cli("pending", db=db_url).stdout
+    assert "opena⟨U+200D⟩lice" in table and all(part in table for part in SHOWN)
+    assert BIDI not in table and JOINED not in table
+
+    (item,) = json.loads(run_cli("pending", "--format", "json", db=db_url).stdout)
+    assert (item["thread_id"], item["payload"]) == (thread_id, HOSTILE_PAYLOAD)
+    hostile_shop(store)
+    records = json.loads(run_cli("audit", "--format", "json", db=db_url).stdout)
+    assert [(r["thread_id"], r["payload"]) for r in records if r["actor"] is None] == [(thread_id, HOSTILE_PAYLOAD)]
+    rows = list(csv.DictReader(io.StringIO(run_cli("audit", "--format", "csv", db=db_url).stdout)))
+    answered = next(r for r in rows if r["outcome"] == "resumed")
+    assert (answered["thread_id"], answered["actor"]) == (f"refund{JOINED}", f"b\u200bob{BIDI}")
+    assert json.loads(answered["payload"]) == HOSTILE_PAYLOAD
