@@ -171,3 +171,18 @@ def test_pending_table_reveals_and_json_and_csv_keep_the_stored_text(store: Inte
     answered = next(r for r in rows if r["outcome"] == "resumed")
     assert (answered["thread_id"], answered["actor"]) == (f"refund{JOINED}", f"b\u200bob{BIDI}")
     assert json.loads(answered["payload"]) == HOSTILE_PAYLOAD
+
+
+def test_the_inbox_filter_escapes_html_and_shows_the_plain_reveal_as_its_text() -> None:
+    """The HTML is escaped, escapes and marks are elements with a title, and the page's text is the CLI's reveal."""
+    import html
+
+    from symfonic_store.server.inbox.visible_html import visible
+
+    text = f"<b onmouseover='x'>{LOOKALIKE}</b> & {BIDI}"
+    shown = str(visible(text))
+    assert "<b" not in shown and "&lt;b onmouseover=&#39;x&#39;&gt;" in shown and "&amp;" in shown
+    assert '<span class="esc" title="U+202E RIGHT-TO-LEFT OVERRIDE: ' in shown
+    assert '<span class="mixed" title="This word mixes scripts (Cyrillic, Latin)' in shown
+    assert html.unescape(re.sub(r"<[^>]*>", "", shown)) == reveal(text)
+    assert str(visible(None)) == "" and str(visible("plain & <ok>")) == "plain &amp; &lt;ok&gt;"
