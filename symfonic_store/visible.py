@@ -23,6 +23,7 @@ The Script and Script_Extensions properties come from ``fontTools.unicodedata`` 
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
@@ -89,10 +90,12 @@ Piece = str | Escape | Mixed
 """Text shown as it is, an escaped character, or a word marked as mixing scripts."""
 
 
+@lru_cache(maxsize=4096)
 def _hidden(char: str) -> bool:
     return char == OPEN or (char not in KEPT and unicodedata.category(char) in INVISIBLE)
 
 
+@lru_cache(maxsize=4096)
 def _in_word(char: str) -> bool:
     """Letters, marks, digits, connectors and format characters make words.
 
@@ -143,6 +146,8 @@ def mixed_scripts(word: str) -> tuple[str, ...]:
 
 
 def _escaped(text: str) -> list[str | Escape]:
+    if text.isprintable() and OPEN not in text:  # no Cc, Cf, Cs, Zl, Zp in it
+        return [text] if text else []
     out: list[str | Escape] = []
     start = 0
     for i, char in enumerate(text):
@@ -161,8 +166,59 @@ def escape_text(text: str) -> str:
     return "".join(p if isinstance(p, str) else p.text for p in _escaped(text))
 
 
+_SUSPECT = re.compile(r"[^\t\n\x20-\x7e]+")
+"""Where to look closer: anything but printable ASCII, tab and newline."""
+_ASCII_BREAK = re.compile(r"[^\x80-\U0010ffffA-Za-z0-9_]")
+"""An ASCII character that ends a word (the ASCII word characters: letters, digits, ``_``)."""
+_NEAR = 64
+"""Places to look closer this close together are looked at as one region."""
+
+
+def _word_end(text: str, start: int) -> int:
+    stop = _ASCII_BREAK.search(text, start)
+    return len(text) if stop is None else stop.start()
+
+
 def pieces(text: str) -> list[Piece]:
-    """``text`` as pieces to show: plain runs, escapes and mixed-script words, in order."""
+    """``text`` as pieces to show: plain runs, escapes and mixed-script words, in order.
+
+    A word of printable ASCII hides nothing and mixes no scripts, so only the words
+    around other characters are looked at one character at a time.
+    """
+    out: list[Piece] = []
+    done = 0
+    found = _SUSPECT.search(text)
+    while found is not None:
+        left = found.start()
+        while left > done and _in_word(text[left - 1]):
+            left -= 1
+        right = max(_word_end(text, found.end()), found.end())
+        found = _SUSPECT.search(text, right)
+        while found is not None and found.start() - right < _NEAR:
+            right = max(_word_end(text, found.end()), found.end())
+            found = _SUSPECT.search(text, right)
+        if done < left:
+            out.append(text[done:left])
+        out.extend(_scan(text[left:right]))
+        done = right
+    if done < len(text):
+        out.append(text[done:])
+    merged: list[Piece] = []
+    run: list[str] = []
+    for piece in out:
+        if isinstance(piece, str):
+            run.append(piece)
+            continue
+        if run:
+            merged.append("".join(run))
+            run = []
+        merged.append(piece)
+    if run:
+        merged.append("".join(run))
+    return merged
+
+
+def _scan(text: str) -> list[Piece]:
     out: list[Piece] = []
     start = 0
     n = len(text)

@@ -186,3 +186,17 @@ def test_the_inbox_filter_escapes_html_and_shows_the_plain_reveal_as_its_text() 
     assert '<span class="mixed" title="This word mixes scripts (Cyrillic, Latin)' in shown
     assert html.unescape(re.sub(r"<[^>]*>", "", shown)) == reveal(text)
     assert str(visible(None)) == "" and str(visible("plain & <ok>")) == "plain &amp; &lt;ok&gt;"
+
+
+@given(st.text(st.sampled_from([*"ab Z_-.1\t\n", "\u0430", "\u03b1", "\u200d", "\u202e", "\u0301", "é", "⟨", "\x1b"])))
+def test_printable_ascii_words_skipped_give_the_same_pieces_as_a_full_scan(text: str) -> None:
+    """Looking closer only around non-ASCII characters and controls finds what a scan of every character finds."""
+    from symfonic_store.visible import _scan
+
+    full: list[object] = []
+    for piece in _scan(text):
+        if isinstance(piece, str) and full and isinstance(full[-1], str):
+            full[-1] += piece
+        else:
+            full.append(piece)
+    assert pieces(text) == full
