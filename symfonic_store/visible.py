@@ -192,10 +192,10 @@ def pieces(text: str) -> list[Piece]:
         left = found.start()
         while left > done and _in_word(text[left - 1]):
             left -= 1
-        right = max(_word_end(text, found.end()), found.end())
+        right = _word_end(text, found.end())
         found = _SUSPECT.search(text, right)
         while found is not None and found.start() - right < _NEAR:
-            right = max(_word_end(text, found.end()), found.end())
+            right = _word_end(text, found.end())
             found = _SUSPECT.search(text, right)
         if done < left:
             out.append(text[done:left])
@@ -219,6 +219,7 @@ def pieces(text: str) -> list[Piece]:
 
 
 def _scan(text: str) -> list[Piece]:
+    """The pieces of ``text``, looked at one character at a time."""
     out: list[Piece] = []
     start = 0
     n = len(text)
