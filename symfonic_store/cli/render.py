@@ -152,14 +152,19 @@ def table(
     Values in the ``wide`` columns (payloads, responses, event data) are cut to a
     readable length with a marker saying how much was left out; nothing else is cut,
     and no line is wider than the terminal. Piped output keeps each row on one line.
+    Every value is shown revealed (:func:`symfonic_store.visible.reveal`): invisible
+    characters as escapes, words that mix scripts marked. ``--format json``/``csv``
+    print the stored text itself.
     """
     from rich import box
     from rich.table import Table
     from rich.text import Text
 
+    from ..visible import reveal
+
     out = console()
-    say(title)
-    full = [[cell(v) for v in row] for row in rows]
+    say(reveal(title))
+    full = [[reveal(cell(v)) for v in row] for row in rows]
     is_wide = [name in wide for name in columns]
 
     def cut(limits: Sequence[int]) -> list[list[str]]:

@@ -25,6 +25,7 @@ from ..limits import BodyTooLarge, read_body
 from ..principal import Principal
 from ..sessions import NONCE_COOKIE, SESSION_COOKIE, Sessions
 from ..web import Problem, principal, raw_ids, service
+from .visible_html import revealed, visible
 
 HERE = Path(__file__).parent
 STATIC = HERE / "static"
@@ -42,6 +43,8 @@ def environment() -> Environment:
     env.filters["pretty"] = pretty
     env.filters["age"] = age
     env.filters["when"] = when
+    env.filters["visible"] = visible
+    env.filters["revealed"] = revealed
     return env
 
 

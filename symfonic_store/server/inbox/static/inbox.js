@@ -1,6 +1,8 @@
 // Live updates for the symfonic-store inbox: when the event stream says the log moved,
 // fetch this page again and swap in its #live region. Only server-rendered, escaped
 // HTML is used (parsed with DOMParser, which runs no script); no inline script exists.
+// The swapped-in text is therefore revealed by the server like the page it replaces
+// (invisible characters as escapes, words that mix scripts marked): nothing is set here.
 (function () {
   "use strict";
   var body = document.body;
