@@ -355,6 +355,7 @@ def _agent(name, mode, allowed):
 batched = _agent("wire-agent", "batched", ["approve", "edit", "reject"])
 per_call = _agent("wire-agent-per-call", "per_call", ["approve", "edit", "reject"])
 no_edit = _agent("wire-agent-no-edit", "batched", ["approve", "reject"])
+per_call_no_edit = _agent("wire-agent-per-call-no-edit", "per_call", ["approve", "reject"])
 '''
 
 

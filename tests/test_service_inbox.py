@@ -112,6 +112,7 @@ def site(served_db: str, tmp_path_factory: pytest.TempPathFactory, browser: Any)
     with serve(
         served_db, "--tokens", str(tokens), "--policy", str(policy), "--graph", "wires:graph",
         "--graph", "agents:batched", "--graph", "agents:per_call", "--graph", "agents:no_edit",
+        "--graph", "agents:per_call_no_edit",
         cwd=folder,
     ) as server:
         yield Site(server, store, graphs, folder, agents)
@@ -403,7 +404,7 @@ def test_a_batched_hitl_edit_is_a_form_and_the_tool_runs_with_the_edited_argumen
 def test_a_per_call_hitl_edit_runs_the_tool_with_the_edited_arguments_and_no_edit_means_no_form(
     site: Site, person: Any
 ) -> None:
-    """A per-call ToolApprovalRequest is answered with one edit decision; a review config without edit gets no edit form."""
+    """A per-call ToolApprovalRequest is answered with one edit decision (refused by the graph, shown, when its tool allows no edit); a batched review config without edit gets no edit form."""
     t = thread("hitl-per-call")
     i = ask_agent(site, site.agents.per_call, t, 7)
     before = agent_wires(site.folder)
@@ -420,6 +421,20 @@ def test_a_per_call_hitl_edit_runs_the_tool_with_the_edited_arguments_and_no_edi
     assert (record.decision, record.response) == (
         "edit", {"type": "edit", "edited_action": {"name": "wire", "args": {"amount": 8, "to": "acct-1"}}}
     )
+
+    # A per-call value carries no review config: the form is offered, and the graph's own
+    # response_schema refuses the edit; the page says so and the interrupt stays open.
+    strict = thread("hitl-per-call-no-edit")
+    strict_id = ask_agent(site, site.agents.per_call_no_edit, strict, 9)
+    open_interrupt(site, page, strict, strict_id)
+    page.click("details.edit summary")
+    page.fill("#arg-0-0", "10")
+    page.click("#edit-form button[type=submit]")
+    page.wait_for_selector(".alert")
+    assert "did not take the answer" in page.inner_text(".alert")
+    assert "refused (not_taken)" in page.inner_text("ol.timeline")
+    assert "waiting for an answer" in page.inner_text("#status")
+    assert "wired 10 to acct-1" not in agent_wires(site.folder)
 
     fixed = thread("hitl-no-edit")
     open_interrupt(site, page, fixed, ask_agent(site, site.agents.no_edit, fixed, 3))
