@@ -24,7 +24,7 @@ from ..auth import client_address
 from ..limits import BodyTooLarge, read_body
 from ..principal import Principal
 from ..sessions import NONCE_COOKIE, SESSION_COOKIE, Sessions
-from ..web import Problem, principal, raw_ids, service
+from ..web import Problem, Service, principal, raw_ids, service
 from . import edits
 
 HERE = Path(__file__).parent
@@ -364,7 +364,7 @@ async def _answer(request: Request, thread_id: str, interrupt_id: str) -> Respon
                        edited=edits.drafts(form) if kind == "edit" else None)
 
 
-def _record(svc: Any, thread_id: str, interrupt_id: str) -> dict[str, Any] | None:
+def _record(svc: Service, thread_id: str, interrupt_id: str) -> dict[str, Any] | None:
     """The interrupt's mint, or None for an id no interrupt can have."""
     try:
         found: dict[str, Any] | None = svc.store.interrupt_record(thread_id, interrupt_id)
