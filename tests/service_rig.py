@@ -267,3 +267,112 @@ def wired(folder: Path) -> int:
     """How many wires the graph sent (the side effect that must run once)."""
     ledger = folder / "ledger.txt"
     return len(ledger.read_text().splitlines()) if ledger.exists() else 0
+
+
+# --- a --graph module of LangChain agents under HumanInTheLoopMiddleware -------------
+
+
+AGENT_MODULE = '''\
+"""Agents whose wire tool waits for a reviewer: create_agent with HumanInTheLoopMiddleware,
+batched and per call, as `serve --graph agents:batched --graph agents:per_call` finds them.
+
+The model is scripted by its input: a human message holding a JSON list of amounts asks
+for one wire per amount; anything after a tool's result ends the turn. So the server's
+copy of the model, which never saw the first turn, continues it the same way.
+"""
+import json
+import sqlite3
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import HumanInTheLoopMiddleware
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+
+URL = {url!r}
+LEDGER = {ledger!r}
+
+
+def _saver():
+    if URL.startswith("sqlite"):
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        return SqliteSaver(sqlite3.connect({checkpoints!r}, check_same_thread=False))
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+
+    return PostgresSaver(psycopg.connect({conninfo!r}, autocommit=True, row_factory=dict_row))
+
+
+checkpointer = _saver()
+checkpointer.setup()
+
+
+class Model(BaseChatModel):
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        last = messages[-1]
+        if isinstance(last, HumanMessage):
+            calls = [
+                {{"name": "wire", "args": {{"amount": amount, "to": "acct-1"}}, "id": f"call-{{i}}"}}
+                for i, amount in enumerate(json.loads(last.content))
+            ]
+            reply = AIMessage("", tool_calls=calls)
+        else:
+            reply = AIMessage("done")
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+@tool
+def wire(amount: int, to: str) -> str:
+    """Wire money to an account."""
+    with open(LEDGER, "a") as ledger:
+        ledger.write(f"wired {{amount}} to {{to}}\\n")
+    return f"wired {{amount}} to {{to}}"
+
+
+def _agent(name, mode, allowed):
+    return create_agent(
+        Model(),
+        tools=[wire],
+        middleware=[HumanInTheLoopMiddleware(
+            interrupt_on={{"wire": {{"allowed_decisions": allowed}}}}, interrupt_mode=mode,
+        )],
+        checkpointer=checkpointer,
+        name=name,
+    )
+
+
+batched = _agent("wire-agent", "batched", ["approve", "edit", "reject"])
+per_call = _agent("wire-agent-per-call", "per_call", ["approve", "edit", "reject"])
+no_edit = _agent("wire-agent-no-edit", "batched", ["approve", "reject"])
+per_call_no_edit = _agent("wire-agent-per-call-no-edit", "per_call", ["approve", "reject"])
+'''
+
+
+def write_agent_module(folder: Path, db_url: str) -> Path:
+    """``agents.py`` in ``folder``: HITL agents whose wires go to ``agent-ledger.txt``."""
+    conninfo = ""
+    if not db_url.startswith("sqlite"):
+        conninfo = sa.make_url(db_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    path = folder / "agents.py"
+    path.write_text(AGENT_MODULE.format(
+        url=db_url, ledger=str(folder / "agent-ledger.txt"),
+        checkpoints=str(folder / "agent-checkpoints.db"), conninfo=conninfo,
+    ))
+    return path
+
+
+def agent_wires(folder: Path) -> list[str]:
+    """The wires the agents' tool sent, one line each (``wired 15 to acct-2``)."""
+    ledger = folder / "agent-ledger.txt"
+    return ledger.read_text().splitlines() if ledger.exists() else []

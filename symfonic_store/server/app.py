@@ -26,7 +26,7 @@ from ..errors import InvalidInputError
 from . import api
 from .approvals import Approvals, BadRequest
 from .auth import Authenticator, Network
-from .inbox import pages
+from .inbox import audit_page, pages
 from .limits import RateLimits
 from .metrics import ServiceMetrics
 from .policy import Policy
@@ -199,6 +199,7 @@ def create_app(
         Route("/signout", pages.sign_out, methods=["POST"]),
         Route("/interrupts/{rest:path}", pages.interrupt_page, methods=["GET", "HEAD", "POST"]),
         Route("/threads/{rest:path}", pages.thread_page, methods=["GET", "HEAD"]),
+        Route("/audit", audit_page.audit_page, methods=["GET", "HEAD"]),
         Mount("/static", app=StaticFiles(directory=str(pages.STATIC)), name="static"),
     ]
     app = Starlette(

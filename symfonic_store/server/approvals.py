@@ -246,6 +246,16 @@ class Approvals:
 
     # --- answering -------------------------------------------------------------------
 
+    def refusal(self, principal: Principal, name: str | None, requester: str | None) -> str | None:
+        """Why the policy forbids ``principal`` to answer an interrupt of ``name`` asked by
+        ``requester`` (the mint's actor); None when it may, or when there is no policy.
+
+        The one place that decides: an answer is refused with it, and the inbox asks it
+        before offering a button, so a person is never offered a click that would only be
+        refused (and recorded).
+        """
+        return None if self.policy is None else self.policy.refusal(principal, name, requester)
+
     def _ending(self, thread_id: str, interrupt_id: str) -> StoredEvent | None:
         return next(
             (
@@ -288,18 +298,17 @@ class Approvals:
                     f"no --graph of that name (it serves: {served}); start it with "
                     "--graph MODULE:ATTR for that graph. Nothing was written",
                 )
-        if self.policy is not None:
-            why = self.policy.refusal(principal, record.get("name"), record.get("actor"))
-            if why is not None:
-                try:
-                    self.store.record_refusal(
-                        thread_id, interrupt_id, response, actor=principal.name, error=why
-                    )
-                except PayloadTooLargeError as exc:
-                    return _error(413, str(exc))
-                except InvalidInputError as exc:
-                    return _error(400, str(exc))
-                return _error(403, f"not allowed: {why}; the refusal has been recorded")
+        why = self.refusal(principal, record.get("name"), record.get("actor"))
+        if why is not None:
+            try:
+                self.store.record_refusal(
+                    thread_id, interrupt_id, response, actor=principal.name, error=why
+                )
+            except PayloadTooLargeError as exc:
+                return _error(413, str(exc))
+            except InvalidInputError as exc:
+                return _error(400, str(exc))
+            return _error(403, f"not allowed: {why}; the refusal has been recorded")
         try:
             if gate is not None:
                 gate.answer(thread_id, interrupt_id, response, actor=principal.name)

@@ -24,12 +24,16 @@ from ..auth import client_address
 from ..limits import BodyTooLarge, read_body
 from ..principal import Principal
 from ..sessions import NONCE_COOKIE, SESSION_COOKIE, Sessions
-from ..web import Problem, principal, raw_ids, service
+from ..web import Problem, Service, principal, raw_ids, service
+from . import edits
 from .visible_html import revealed, visible
 
 HERE = Path(__file__).parent
 STATIC = HERE / "static"
-ANSWERS = ("approve", "reject", "answer")
+ANSWERS = ("approve", "reject", "answer", "edit")
+REJECTED = "rejected in the approval inbox"
+FORM_FIELDS = 200
+"""The most fields a form may send (an edit form has one per argument of each tool call)."""
 
 
 def environment() -> Environment:
@@ -199,7 +203,7 @@ async def _form(request: Request) -> dict[str, str]:
     except BodyTooLarge as exc:
         raise Problem(413, str(exc)) from None
     try:
-        pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False, max_num_fields=20)
+        pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False, max_num_fields=FORM_FIELDS)
     except (UnicodeDecodeError, ValueError):
         raise Problem(400, "the form could not be read") from None
     return dict(pairs)
@@ -294,6 +298,7 @@ async def _show(
     status: int = 200,
     error: str | None = None,
     draft: str | None = None,
+    edited: dict[str, str] | None = None,
 ) -> Response:
     svc = service(request)
     after = await run_in_threadpool(svc.metrics.tail.catch_up, 0.5)
@@ -304,11 +309,17 @@ async def _show(
     waiting = []
     if view["status"] != "pending":
         waiting = await run_in_threadpool(svc.store.open_interrupts, thread_id)
+    # Asked of the policy that refuses an answer, so the page never offers a button
+    # whose click would only be refused and recorded. Looking writes nothing.
+    forbidden = None
+    if view["status"] == "pending":
+        forbidden = svc.approvals.refusal(who, view.get("name"), view.get("requested_by"))
     return render(
         request, "interrupt.html", who=who, status=status, title=view.get("name") or "Interrupt",
         iv=view, timeline=[describe(e) for e in view["events"]], error=error,
         done=request.query_params.get("done") == "1" and error is None,
         draft=draft if draft is not None else "", waiting=waiting, after=after,
+        forbidden=forbidden, edit=edits.edit_form(view.get("payload")), edited=edited or {},
     )
 
 
@@ -335,6 +346,13 @@ async def _answer(request: Request, thread_id: str, interrupt_id: str) -> Respon
         except (ValueError, RecursionError):
             return await _show(request, who, thread_id, interrupt_id, status=400, draft=text,
                                error="The answer is not JSON (a string needs quotes: \"yes\").")
+    elif kind == "edit":
+        record = await run_in_threadpool(_record, svc, thread_id, interrupt_id)
+        try:
+            response = edits.edit_answer((record or {}).get("payload"), form, reject_message=REJECTED)
+        except edits.BadEdit as exc:
+            return await _show(request, who, thread_id, interrupt_id, status=400, error=str(exc),
+                               edited=edits.drafts(form))
     else:
         response = await run_in_threadpool(svc.approvals.decision, thread_id, interrupt_id, kind == "approve")
     result = await run_in_threadpool(
@@ -345,7 +363,17 @@ async def _answer(request: Request, thread_id: str, interrupt_id: str) -> Respon
         return redirect(request, f"/interrupts/{segment(thread_id)}/{segment(interrupt_id)}?done=1")
     return await _show(request, who, thread_id, interrupt_id, status=result.status,
                        error=str(result.body.get("error")),
-                       draft=form.get("response") if kind == "answer" else None)
+                       draft=form.get("response") if kind == "answer" else None,
+                       edited=edits.drafts(form) if kind == "edit" else None)
+
+
+def _record(svc: Service, thread_id: str, interrupt_id: str) -> dict[str, Any] | None:
+    """The interrupt's mint, or None for an id no interrupt can have."""
+    try:
+        found: dict[str, Any] | None = svc.store.interrupt_record(thread_id, interrupt_id)
+    except InvalidInputError:
+        return None
+    return found
 
 
 async def thread_page(request: Request) -> Response:
