@@ -14,6 +14,10 @@ This is the one module that knows how each backend guards the table:
   the tables' owner: a role that is not the owner has no other way to delete events.
   ``SET session_replication_role = replica`` skips triggers for one session and leaves no
   trace in the catalog: only the checkpoints show what such a session changed.
+
+Every problem :func:`guard_problems` reports names ``db guards --restore``
+(:func:`restore_guards`), which recreates the guards from the migrations' statements: a
+downgrade would drop the events along with the triggers.
 """
 
 from __future__ import annotations
