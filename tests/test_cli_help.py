@@ -68,3 +68,13 @@ def test_flags_still_parse_after_the_help_change() -> None:
     assert shown.returncode == 0
     bad = run_cli("replay", env=COLUMNS)
     assert bad.returncode == 2 and "missing THREAD" in bad.stderr
+
+
+@pytest.mark.parametrize(("path", "name"), [(("db", "upgrade"), "REVISION"), (("replay",), "THREAD")])
+def test_an_argument_is_named_the_same_in_usage_and_in_its_panel(path: tuple[str, ...], name: str) -> None:
+    """An argument reads as its upper-case name in both places, with no `<str>` after it."""
+    shown = run_cli(*path, "--help", env=COLUMNS).stdout
+    usage = next(line for line in shown.splitlines() if "Usage:" in line)
+    assert name in usage.split()[-1]
+    row = next(line for line in shown.splitlines() if f" {name} " in line and "Usage:" not in line)
+    assert "<str>" not in row and name.lower() not in row.split()

@@ -40,6 +40,8 @@ def _tidy(param: object) -> None:
         param.__class__ = _Option
     elif type(param) is TyperArgument:
         param.__class__ = _Argument
+        if param.metavar is None and param.name:  # `revision` in the panel, REVISION in usage
+            param.metavar = param.name.upper()
 
 
 class _Command(TyperCommand):
