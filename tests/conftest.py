@@ -12,10 +12,18 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import freezegun
 import pytest
 import sqlalchemy as sa
 
 from symfonic_store import AsyncInterruptStore, InterruptStore
+
+pytest_plugins = ["pytester"]
+
+# freezegun replaces the time functions in every loaded module but the ones it ignores,
+# and pytest's timer reads them through `_pytest.timing`: a test that froze the clock in a
+# fixture got a frozen (or epoch-sized) duration. Domain time stays frozen; pytest's is real.
+freezegun.configure(extend_ignore_list=["_pytest.timing"])
 
 POSTGRES_ENV = "SYMFONIC_STORE_TEST_POSTGRES_URL"
 POSTGRES_SKIP_REASON = f"{POSTGRES_ENV} is not set: PostgreSQL cases skipped"

@@ -79,7 +79,7 @@ def test_db_commands_migrate_report_and_downgrade(db_url: str) -> None:
     assert "(head)" in upgraded.stdout
     assert run_json("pending", "--format", "json", db=db_url) == []
 
-    down = run_cli("db", "downgrade", "base", db=db_url)
+    down = run_cli("db", "downgrade", "base", "--yes", db=db_url)  # base drops the events: --yes
     assert down.returncode == 0, down.stderr
     assert "no schema" in down.stdout
     assert "symfonic-store db upgrade" in assert_clean_error(run_cli("audit", db=db_url), 2)

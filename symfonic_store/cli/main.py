@@ -18,6 +18,7 @@ from ..errors import (
 )
 from . import commands  # noqa: F401 - registers the commands on the app
 from .app import PROG, Problem, Session, _ClickError, app, click_errors
+from .help import readable_help
 
 
 def _exit_code(exc: BaseException) -> int:
@@ -79,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     session = Session()
     command = typer.main.get_command(app)
+    readable_help(command)
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         result = command.main(args=args, prog_name=PROG, standalone_mode=False, obj=session)

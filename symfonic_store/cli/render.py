@@ -229,17 +229,26 @@ def audit_table(records: Sequence[AuditRecord]) -> None:
 
 
 def replay_table(thread: str, steps: Sequence[tuple[StoredEvent, dict[str, Any]]]) -> None:
+    """A thread's events, one row each: the table fits a 120-column terminal, ids whole.
+
+    ``event`` is the type with the interrupt's id under it; ``after`` the state after the
+    event: the interrupt still pending (``pending`` alone when it is the row's own) and
+    the run, one per line (``-``: neither). ``--format json`` has the whole state.
+    """
     rows = []
     for event, state in steps:
         marker = state.get("_interrupt_pending") or {}
+        pending, run = marker.get("interrupt_id"), state.get("run_id")
+        after = [] if pending is None else ["pending" if pending == event.interrupt_id else f"pending {pending}"]
+        after += [] if run is None else [f"run {run}"]
+        what = event.type if event.interrupt_id is None else f"{event.type}\n{event.interrupt_id}"
         rows.append(
-            (event.position, event.version, event.occurred_at, event.type, event.interrupt_id,
-             event.actor, event.data, marker.get("interrupt_id"), state.get("run_id"))
+            (event.position, event.version, event.occurred_at, what, event.actor, event.data,
+             "\n".join(after) or None)
         )
     table(
         f"replay of thread {thread!r}: {len(steps)} event(s)",
-        ("position", "version", "occurred", "type", "interrupt", "actor", "data",
-         "pending after", "run_id after"),
+        ("pos", "ver", "occurred", "event", "actor", "data", "after"),
         rows,
         wide=("data",),
     )

@@ -14,6 +14,10 @@ This is the one module that knows how each backend guards the table:
   the tables' owner: a role that is not the owner has no other way to delete events.
   ``SET session_replication_role = replica`` skips triggers for one session and leaves no
   trace in the catalog: only the checkpoints show what such a session changed.
+
+Every problem :func:`guard_problems` reports names ``db guards --restore``
+(:func:`restore_guards`), which recreates the guards from the migrations' statements: a
+downgrade would drop the events along with the triggers.
 """
 
 from __future__ import annotations
@@ -30,12 +34,18 @@ from .schema import (
     EVENTS_TABLE,
     POSTGRES_APPEND_ONLY_FUNCTION,
     POSTGRES_APPEND_ONLY_TRIGGER_NAMES,
+    POSTGRES_APPEND_ONLY_TRIGGERS,
+    POSTGRES_DROP_TX_ID_TRIGGER,
     POSTGRES_TX_ID_TRIGGER,
     POSTGRES_TX_ID_TRIGGER_NAME,
     SQLITE_APPEND_ONLY_TRIGGER_NAMES,
     SQLITE_APPEND_ONLY_TRIGGERS,
     events,
 )
+
+RESTORE = "`symfonic-store db guards --restore` recreates it"
+"""What every guard problem advises: never a downgrade, which would drop the events."""
+CHECK = "check the signed checkpoints for what changed meanwhile"
 
 ENABLED = frozenset({"O", "A"})
 """``pg_trigger.tgenabled`` values under which a trigger fires in an ordinary session."""
@@ -87,13 +97,12 @@ def _sqlite_problems(conn: Connection) -> list[str]:
         if name not in found:
             problems.append(
                 f"the append-only trigger {name} is missing from {EVENTS_TABLE}: events can be "
-                "changed or deleted with plain SQL (`symfonic-store db downgrade` and "
-                "`db upgrade` recreate it; check the signed checkpoints for what changed)"
+                f"changed or deleted with plain SQL ({RESTORE}; {CHECK})"
             )
         elif _words(found[name]) != expected:
             problems.append(
                 f"the append-only trigger {name} on {EVENTS_TABLE} was replaced by one that "
-                "does not refuse the write"
+                f"does not refuse the write ({RESTORE}; {CHECK})"
             )
     return problems
 
@@ -107,21 +116,20 @@ def _postgres_problems(conn: Connection) -> list[str]:
         if row is None:
             problems.append(
                 f"the append-only trigger {name} is missing from {EVENTS_TABLE}: events can be "
-                "changed or deleted with plain SQL (check the signed checkpoints for what changed)"
+                f"changed or deleted with plain SQL ({RESTORE}; {CHECK})"
             )
             continue
         state = str(row[1])
         if state not in ENABLED:
             problems.append(
                 f"the append-only trigger {name} on {EVENTS_TABLE} is "
-                f"{_PG_STATES.get(state, f'in state {state!r}')} (ALTER TABLE {EVENTS_TABLE} "
-                f"ENABLE TRIGGER {name} turns it back on; check the signed checkpoints for "
-                "what changed meanwhile)"
+                f"{_PG_STATES.get(state, f'in state {state!r}')} "
+                f"(`symfonic-store db guards --restore` turns it back on; {CHECK})"
             )
         if _words(str(row[3])) != _PG_EXPECTED_BODY:
             problems.append(
                 f"the function {row[2]}() behind the append-only trigger {name} was replaced "
-                "by one that does not refuse the write"
+                f"by one that does not refuse the write ({RESTORE}; {CHECK})"
             )
     order = found.get(POSTGRES_TX_ID_TRIGGER_NAME)
     if order is None or str(order[1]) not in ENABLED or _words(str(order[3])) != _PG_TX_ID_BODY:
@@ -131,10 +139,39 @@ def _postgres_problems(conn: Connection) -> list[str]:
         problems.append(
             f"the read-order trigger {POSTGRES_TX_ID_TRIGGER_NAME} on {EVENTS_TABLE} is {what}: "
             "events appended meanwhile keep their transaction's id as read key, so a "
-            f"thread's events may be read out of version order (ALTER TABLE {EVENTS_TABLE} "
-            f"ENABLE TRIGGER {POSTGRES_TX_ID_TRIGGER_NAME} turns a disabled one back on)"
+            f"thread's events may be read out of version order ({RESTORE})"
         )
     return problems
+
+
+def restore_guards(conn: Connection) -> None:
+    """Recreate the event table's guards exactly as the migrations define them at head.
+
+    Every guard :func:`guard_problems` checks is dropped (if there) and created again
+    from the statements the migrations run, in the caller's transaction (DDL is
+    transactional on both backends): a missing, disabled or replaced trigger, or a
+    replaced trigger function, is back as ``db upgrade`` made it. Events are untouched;
+    what happened while a guard was off is for the signed checkpoints to show. The
+    caller checks that the schema is at head first.
+    """
+    if conn.dialect.name == "sqlite":
+        for name in SQLITE_APPEND_ONLY_TRIGGER_NAMES:
+            conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
+        for statement in SQLITE_APPEND_ONLY_TRIGGERS:
+            conn.exec_driver_sql(statement)
+        return
+    # As the migrations run them (text(): the bodies hold a literal `%`). First
+    # 0001_event_log's function as 0009_archive replaced it (CREATE OR REPLACE keeps its
+    # owner and grants), then its two triggers, then 0010's read-key trigger.
+    statements = [
+        POSTGRES_APPEND_ONLY_FUNCTION,
+        *(f"DROP TRIGGER IF EXISTS {name} ON {EVENTS_TABLE}" for name in POSTGRES_APPEND_ONLY_TRIGGER_NAMES),
+        *POSTGRES_APPEND_ONLY_TRIGGERS[1:],  # [0] creates the function
+        *POSTGRES_DROP_TX_ID_TRIGGER,
+        *POSTGRES_TX_ID_TRIGGER,
+    ]
+    for statement in statements:
+        conn.execute(sa.text(statement))
 
 
 def remove_archived(conn: Connection, heads: Sequence[dict[str, Any]]) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,33 @@ def downgrade(connection: Connection, revision: str) -> None:
 
     require_known_revision(current_revision(connection))
     command.downgrade(alembic_config(connection), revision)
+
+
+EVENT_LOG_REVISION = "0001_event_log"
+"""The revision that creates the event table: a downgrade below it drops every event."""
+
+
+def downgrade_drops_event_log(connection: Connection, revision: str) -> bool:
+    """Whether ``db downgrade revision`` would undo :data:`EVENT_LOG_REVISION`."""
+    from alembic.script import ScriptDirectory
+    from alembic.script.revision import RevisionError
+    from alembic.util import CommandError
+
+    current = current_revision(connection)
+    if current is None or current not in known_revisions():
+        return False  # nothing to drop, or the downgrade refuses (SchemaTooNewError)
+    script = ScriptDirectory.from_config(alembic_config())
+    relative = re.fullmatch(r"-(\d+)", revision.strip())
+    if relative is not None:  # Alembic counts down from the current revision, to base at most
+        below = [r.revision for r in script.iterate_revisions(current, "base")]
+        return EVENT_LOG_REVISION in below[: int(relative.group(1))]
+    try:
+        undone = [r.revision for r in script.iterate_revisions(current, revision)]
+    except (CommandError, RevisionError):
+        # A form this cannot place: a relative one may reach base, so it must be confirmed;
+        # anything else is Alembic's to refuse, with its own message.
+        return "-" in revision or "+" in revision
+    return EVENT_LOG_REVISION in undone
 
 
 def require_current_schema(connection: Connection) -> None:

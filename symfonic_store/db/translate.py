@@ -149,7 +149,7 @@ def outcome_note(*, may_have_committed: bool) -> str:
     if may_have_committed:
         return (
             "the connection failed while committing, so the write may or may not have "
-            "been saved: check (e.g. `symfonic-store history THREAD`) before retrying"
+            "been saved: check (e.g. `symfonic-store replay THREAD`) before retrying"
         )
     return "the transaction did not commit, so nothing of it was written: retry"
 

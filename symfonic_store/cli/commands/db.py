@@ -1,4 +1,4 @@
-"""``db upgrade`` / ``db current`` / ``db downgrade``: the Alembic migrations."""
+"""``db upgrade`` / ``db current`` / ``db downgrade``: the Alembic migrations; ``db guards``."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ...errors import (
 )
 from ..app import (
     PROG,
+    Problem,
     db_app,
     get_session,
 )
@@ -68,12 +69,67 @@ def db_upgrade(
 @db_app.command("downgrade")
 def db_downgrade(
     ctx: typer.Context,
-    revision: Annotated[str, typer.Argument(help="Target revision; `base` removes the schema.")],
+    revision: Annotated[
+        str,
+        typer.Argument(metavar="REVISION", help="Target revision; `base` removes the schema."),
+    ],
+    yes: Annotated[
+        bool,
+        typer.Option(
+            "--yes",
+            help="Confirm a downgrade that drops the event table (and every event with it).",
+        ),
+    ] = False,
 ) -> None:
-    """Migrate the database down to REVISION (`base` drops the store's tables)."""
-    from ...db.migrate import downgrade
+    """Migrate the database down to REVISION (`base` drops the store's tables, with --yes)."""
+    from ...db.migrate import downgrade, downgrade_drops_event_log
 
-    say(_migrate(ctx, lambda conn: downgrade(conn, revision)))
+    def change(conn: Connection) -> None:
+        if not yes and downgrade_drops_event_log(conn, revision):
+            raise InvalidInputError(
+                "revision",
+                f"{revision} drops the event table and every event in it; nothing was "
+                "dropped: run again with --yes to do that (to restore the append-only "
+                f"guards, `{PROG} db guards --restore` needs no downgrade)",
+            )
+        downgrade(conn, revision)
+
+    say(_migrate(ctx, change))
+
+
+@db_app.command("guards")
+def db_guards(
+    ctx: typer.Context,
+    restore: Annotated[
+        bool,
+        typer.Option(
+            "--restore",
+            help="Recreate the event table's append-only guards as the migrations define them.",
+        ),
+    ] = False,
+) -> None:
+    """Check the event table's append-only guards; exit 1 when one is missing, off or replaced.
+
+    With --restore, drop and recreate every guard (triggers, trigger functions) exactly as
+    the migrations create them, in one transaction; the events are untouched.
+    """
+    from ...db.guards import guard_problems, restore_guards
+    from ...db.migrate import require_current_schema
+    from ...db.translate import translate_errors
+
+    with get_session(ctx).store() as store, translate_errors(), store.engine.connect() as conn:
+        with conn.begin():
+            require_current_schema(conn)
+            before = guard_problems(conn)
+            if restore:
+                restore_guards(conn)
+        with conn.begin():
+            after = guard_problems(conn) if restore else before
+    if restore:
+        say(f"restored the append-only guards ({len(before)} problem(s) before)")
+    if after:
+        raise Problem("\n".join(after))
+    say("the append-only guards are in place")
 
 
 @db_app.command("current")
