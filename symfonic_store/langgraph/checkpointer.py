@@ -489,13 +489,17 @@ class _Checkpointer(BaseCheckpointSaver[str]):
         sql_work: Callable[[Connection], Any],
         records: list[Op[Any]],
         waiting: tuple[str, Callable[[], list[Op[Any]]]] | None = None,
+        flight: list[str] | None = None,
     ) -> Op[Any]:
         """One write transaction: LangGraph's SQL, then the store's writes, one COMMIT.
 
         ``waiting`` is ``(thread_id, take)``: the deferred writes to commit here are
         taken inside the transaction, once the thread's writers are shut out (SQLite's
         BEGIN IMMEDIATE; on PostgreSQL a transaction lock on the thread id), so that the
-        transactions of one thread take and commit them in the same order.
+        transactions of one thread take and commit them in the same order. When it took
+        any, the thread's id is added to ``flight``: the caller hands it to
+        :meth:`StepWrites.landed` once the transaction ended, and until then the thread's
+        other step transactions wait for this one (the lock), never commit beside it.
         """
         taken: list[Op[Any]] | None = None
 
@@ -509,6 +513,10 @@ class _Checkpointer(BaseCheckpointSaver[str]):
                         # has no row yet, and its first steps would take in any order.
                         lock_thread_steps(conn, waiting[0])
                     taken = waiting[1]()
+                    if taken and flight is not None:
+                        flight.append(waiting[0])
+            elif taken and waiting is not None and self._sql.postgres:
+                lock_thread_steps(conn, waiting[0])  # a retry holds the same records
             # Taken first: if LangGraph's SQL fails, they go with the transaction.
             result = sql_work(conn)
             for op in (*taken, *records):
@@ -519,7 +527,9 @@ class _Checkpointer(BaseCheckpointSaver[str]):
 
         return Op(work, write=True)
 
-    def _put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any, recorded: list[Op[Any]]) -> Op[Any]:
+    def _put(
+        self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any, recorded: list[Op[Any]], flight: list[str]
+    ) -> Op[Any]:
         thread_id = _thread_id(config)
         ns = str(config["configurable"].get("checkpoint_ns") or "")
         return self._step(
@@ -531,10 +541,11 @@ class _Checkpointer(BaseCheckpointSaver[str]):
                     thread_id, ns, config["configurable"].get("checkpoint_id"), str(checkpoint["id"])
                 ),
             ),
+            flight,
         )
 
     def _put_writes(
-        self, config: Any, forwarded: Any, task_id: str, task_path: str, recorded: list[Op[Any]]
+        self, config: Any, forwarded: Any, task_id: str, task_path: str, recorded: list[Op[Any]], flight: list[str]
     ) -> Op[Any]:
         thread_id = _thread_id(config)
         configurable = config["configurable"]
@@ -544,6 +555,7 @@ class _Checkpointer(BaseCheckpointSaver[str]):
             lambda conn: self._sql.call(conn, "put_writes", config, forwarded, task_id, task_path),
             recorded,
             (thread_id, lambda: self._steps.for_writes(thread_id, ns, started, task_id)),
+            flight,
         )
 
     def _get_tuple(self, config: Any) -> Op[Any]:
@@ -652,14 +664,22 @@ class StoreCheckpointer(_Checkpointer):
         if args is not None:
             t, c, ns, source, actor = args
             recorded = self._collect("record_checkpoint_moved", t, c, ns, source=source, actor=actor)
-        return self._run(self._put(config, checkpoint, metadata, new_versions, recorded))
+        flight: list[str] = []
+        try:
+            return self._run(self._put(config, checkpoint, metadata, new_versions, recorded, flight))
+        finally:
+            self._steps.landed(flight)
 
     def put_writes(
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
         forwarded, record = _task_record(config, writes, task_id)
         recorded = [] if record is None else self._collect("record_task_writes", record)
-        self._run(self._put_writes(config, forwarded, task_id, task_path, recorded))
+        flight: list[str] = []
+        try:
+            self._run(self._put_writes(config, forwarded, task_id, task_path, recorded, flight))
+        finally:
+            self._steps.landed(flight)
 
     def delete_thread(self, thread_id: str) -> None:
         t = str(thread_id)
@@ -799,14 +819,22 @@ class AsyncStoreCheckpointer(_Checkpointer):
         if args is not None:
             t, c, ns, source, actor = args
             recorded = self._collect("record_checkpoint_moved", t, c, ns, source=source, actor=actor)
-        return await self._run(self._put(config, checkpoint, metadata, new_versions, recorded))
+        flight: list[str] = []
+        try:
+            return await self._run(self._put(config, checkpoint, metadata, new_versions, recorded, flight))
+        finally:
+            self._steps.landed(flight)
 
     async def aput_writes(
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
         forwarded, record = _task_record(config, writes, task_id)
         recorded = [] if record is None else self._collect("record_task_writes", record)
-        await self._run(self._put_writes(config, forwarded, task_id, task_path, recorded))
+        flight: list[str] = []
+        try:
+            await self._run(self._put_writes(config, forwarded, task_id, task_path, recorded, flight))
+        finally:
+            self._steps.landed(flight)
 
     async def adelete_thread(self, thread_id: str) -> None:
         t = str(thread_id)

@@ -82,6 +82,8 @@ class StepWrites:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._waiting: dict[str, list[_Waiting]] = {}
+        self._in_flight: dict[str, int] = {}
+        """Per thread: transactions that took writes and have not ended yet."""
 
     def sink(self, step: Step) -> Sink:
         """A collector for one task's writes."""
@@ -105,7 +107,25 @@ class StepWrites:
                 self._waiting[thread_id] = kept
             else:
                 del self._waiting[thread_id]
+            if ops:
+                self._in_flight[thread_id] = self._in_flight.get(thread_id, 0) + 1
             return ops
+
+    def landed(self, thread_ids: list[str]) -> None:
+        """The transactions that took writes of ``thread_ids`` ended (committed or not).
+
+        Until then the thread counts as busy (:meth:`has`): another step transaction of
+        the thread -- the task's ``put_writes`` whose records a ``put`` took -- must wait
+        for that one's COMMIT, or it could save the task's writes while the records die
+        with the other transaction (a process killed before that COMMIT).
+        """
+        with self._lock:
+            for thread_id in thread_ids:
+                left = self._in_flight.get(thread_id, 0) - 1
+                if left > 0:
+                    self._in_flight[thread_id] = left
+                else:
+                    self._in_flight.pop(thread_id, None)
 
     def for_writes(
         self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None, task_id: str
@@ -152,8 +172,10 @@ class StepWrites:
         return self._take(thread_id, taken, abandoned)
 
     def has(self, thread_id: str) -> bool:
-        """Is anything of the thread waiting? (A hint: read without the lock.)"""
-        return thread_id in self._waiting
+        """Is anything of the thread waiting, or in a transaction not ended yet? (A hint:
+        read without the lock; it turns true before a write could be missed, since a
+        task defers its writes before LangGraph saves them.)"""
+        return thread_id in self._waiting or thread_id in self._in_flight
 
     def __len__(self) -> int:
         with self._lock:
