@@ -20,6 +20,9 @@ command line) can catch the whole family in one ``except``::
     ├── SchemaNotMigratedError       the schema is missing or behind the migrations
     │   └── SchemaTooNewError        a newer release migrated it: upgrade the package
     ├── DatabaseError                the database could not be reached or failed
+    │   ├── DatabaseConfigurationError  no such database or role, a refused password:
+    │   │                               fix the settings; retrying cannot help
+    │   ├── DatabaseUnreachableError nothing answered at the server's address: retry
     │   └── ConstraintViolationError it refused a write (trigger, NOT NULL, CHECK):
     │                                not a race, so never retried
     └── SweepIncompleteError         a sweep stopped partway; carries what it committed
@@ -184,6 +187,33 @@ class DatabaseError(SymfonicStoreError):
         super().__init__(message)
 
 
+class DatabaseConfigurationError(DatabaseError):
+    """The database server refused the connection's settings: the database does not
+    exist, the role does not exist or may not connect, or the password was refused.
+
+    A configuration error (the command line exits 2): retrying with the same URL cannot
+    help, so the message names what to fix instead. ``code`` is the server's SQLSTATE
+    (``3D000``, ``28000``, ``28P01``, ``42501``), read by code, never from its text.
+    """
+
+    def __init__(self, message: str, *, code: str) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+class DatabaseUnreachableError(DatabaseError):
+    """Nothing answered at the database server's address: the connection was refused or
+    timed out, the host has no route or its name does not resolve.
+
+    No connection was opened, so nothing was written; retry once the server answers.
+    ``errno`` is the socket's error number.
+    """
+
+    def __init__(self, message: str, *, errno: int | None) -> None:
+        self.errno = errno
+        super().__init__(message)
+
+
 class SweepIncompleteError(SymfonicStoreError):
     """A sweep stopped on a store error after it had done part of its work.
 
@@ -232,7 +262,9 @@ __all__ = [
     "AnswerNotTakenError",
     "ConcurrencyConflictError",
     "ConstraintViolationError",
+    "DatabaseConfigurationError",
     "DatabaseError",
+    "DatabaseUnreachableError",
     "EvidenceError",
     "InterruptAlreadyResolvedError",
     "InterruptExpiredError",
