@@ -15,7 +15,7 @@ command line) can catch the whole family in one ``except``::
     │   ├── InterruptInProgressError another answer holds the claim (gateway)
     │   └── AnswerNotTakenError      the graph did not take the answer (gateway)
     ├── ConcurrencyConflictError     a racing writer won; retry
-    ├── ProjectionMismatchError      the projection holds what the events no longer say
+    ├── ProjectionMismatchError      the projection and the event log disagree
     ├── EvidenceError                a checkpoint or an archive does not hold (tampering)
     ├── SchemaNotMigratedError       the schema is missing or behind the migrations
     │   └── SchemaTooNewError        a newer release migrated it: upgrade the package
@@ -122,13 +122,18 @@ class ConcurrencyConflictError(SymfonicStoreError):
 
 
 class ProjectionMismatchError(SymfonicStoreError):
-    """The projection holds a head, or an answer, that the event log no longer reaches.
+    """The projection and the event log disagree about a thread.
 
-    Each projection row is written in the append's transaction (I6), so this means the
-    log was changed behind the store's back -- events removed from the end of a thread,
-    or a last event rewritten -- or the projection was. The store refuses to act on
-    either side's word: ``rebuild_projection()`` would erase the last trace of the
-    removal, and an answer to an interrupt whose ending is gone could be applied twice.
+    Each projection row is written in the append's transaction (I6), so this means one
+    of them was changed behind the store's back. Either the projection holds a head, or
+    an answer, that the log no longer reaches -- events removed from the end of a
+    thread, or a last event rewritten: the store refuses to act on either side's word
+    (``rebuild_projection()`` would erase the last trace of the removal, and an answer
+    to an interrupt whose ending is gone could be applied twice). Or the log is ahead
+    of the projection -- a row deleted or set back: a write would collide with the
+    log's events on every try, so it is refused (not called a race) and the message
+    names ``symfonic-store projection rebuild``, which restores the row from the log.
+    Nothing is written either way.
     """
 
     def __init__(self, message: str, *, thread_ids: tuple[str, ...]) -> None:
