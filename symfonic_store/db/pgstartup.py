@@ -14,7 +14,10 @@ instead. Nothing is logged or returned that holds the password.
 
 The probe asks over TLS when libpq's ``sslmode`` asks for it (verifying the server the way
 ``verify-ca`` / ``verify-full`` do), and does not ask at all with a client certificate,
-several hosts, or GSS/Kerberos settings: it says nothing rather than something untrue.
+several hosts, GSS encryption, ``channel_binding=require`` or ``require_auth``: it says
+nothing rather than something untrue, or less safe than libpq. It runs only on this
+failure path and waits at most :data:`PROBE_TIMEOUT` seconds (blocking, in the asyncio
+store too).
 """
 
 from __future__ import annotations
@@ -78,7 +81,15 @@ def startup_failure(pgconn: Any) -> StartupFailure | None:
     opts = _options(pgconn)
     host = opts.get("hostaddr") or opts.get("host") or "/var/run/postgresql"
     port = opts.get("port") or "5432"
-    if "," in host or "," in port or opts.get("sslcert") or opts.get("gssencmode") == "require":
+    if (
+        "," in host
+        or "," in port
+        or opts.get("sslcert")
+        or opts.get("gssencmode") == "require"
+        # Authentication the probe could not honour as libpq would: say nothing.
+        or opts.get("channel_binding") == "require"
+        or opts.get("require_auth")
+    ):
         return None
     user = opts.get("user") or ""
     database = opts.get("dbname") or user
@@ -101,7 +112,7 @@ def startup_failure(pgconn: Any) -> StartupFailure | None:
             wrapped = _tls(sock, opts, shown_host)
             with contextlib.closing(wrapped):
                 sqlstate = _startup(_Wire(wrapped), user, database, password)
-    except (OSError, _Unprobed, ssl.SSLError, struct.error, ValueError):
+    except Exception:  # the probe only adds precision: any failure of its own says nothing
         return None
     if sqlstate is None:
         return None
