@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from cli_helpers import assert_clean_error, run_cli
-from graph_rig import ready
+from graph_rig import open_own_rig, open_rig, ready
 from native_graphs import node_graph
 from test_gateway import gate_for
 
@@ -133,6 +133,22 @@ async def test_a_gateway_answer_onto_a_deleted_projection_row_is_refused_as_a_ga
         await gate.s("rebuild_projection")  # the remedy the error names: then it answers
         await gate.answer("t-node", interrupt.id, {"approved": True}, "alice")
         assert gate.wires.sent == [999]
+
+
+@pytest.mark.parametrize("opener", [open_rig, open_own_rig], ids=["langgraph-saver", "own-checkpointer"])
+@pytest.mark.parametrize("driver", ["invoke", "ainvoke"])
+async def test_a_marker_graph_step_onto_a_deleted_projection_row_is_refused_as_a_gap(
+    db_url: str, driver: str, opener: Any
+) -> None:
+    """The seed agent's next step on a thread whose row was deleted: the router's record fails as a gap (with LangGraph's saver and in the store's own step transaction), nothing is recorded."""
+    async with opener(db_url, driver) as rig:
+        await rig.start("t-agent")
+        before = len(await rig.s("history", "t-agent"))
+        tamper(db_url, "DELETE FROM symfonic_threads WHERE thread_id = 't-agent'")
+        with pytest.raises(ProjectionMismatchError) as caught:
+            await rig.ask("t-agent", "and another refund", run_id="r2")
+        assert_gap_error(caught.value, "t-agent")
+        assert len(await rig.s("history", "t-agent")) == before
 
 
 def test_the_command_line_names_the_rebuild_and_exits_1(store: InterruptStore, db_url: str) -> None:
