@@ -6,8 +6,9 @@ Concurrency is kept by the database. On SQLite a write transaction starts with
 the thread's projection row is locked ``FOR UPDATE`` and appends to different threads
 commit in parallel; readers stay gap-safe by reading below the writers' horizon
 (:func:`~symfonic_store.db.statements.read_horizon`). In both, the unique ``(thread_id, version)``
-key turns any lost race into an integrity error, which :func:`run_write` retries. Only
-those: an integrity error that is not a lost race (a trigger, NOT NULL) is the database
+key turns any lost race into an integrity error, which :func:`run_write` retries (unless
+the thread's projection row is behind its log, which no retry mends: see
+:mod:`symfonic_store.projection_gaps`). Only those: an integrity error that is not a lost race (a trigger, NOT NULL) is the database
 refusing the write, and fails at once (see :mod:`symfonic_store.db.translate`).
 """
 
@@ -35,6 +36,7 @@ from .db.translate import translate_errors
 from .errors import ConcurrencyConflictError, SymfonicStoreError
 from .events import ENDINGS, MINTED, RESUMED, NewEvent, canonical_json, seal
 from .projection import ThreadState, apply, is_native_mint, open_from_event
+from .projection_gaps import note_opened, refuse_projection_behind, watching
 from .protocol import MARKER_KEYS
 
 T = TypeVar("T")
@@ -74,6 +76,7 @@ class ThreadWriter:
         probe_mint: str | None = None,
     ) -> None:
         self.conn = conn
+        note_opened(thread_id)
         self.minted_probe: tuple[str, bool] | None = None
         """``(interrupt_id, minted)`` when the thread's row was read with a mint probe."""
         if state is None:
@@ -194,8 +197,9 @@ def run_write(conn: Connection, work: Callable[[Connection], T], *, appends: boo
     """
     executor = executor_for(conn)
     for attempt in range(WRITE_ATTEMPTS):
+        opened: list[str] = []
         try:
-            with translate_errors() as phase:
+            with watching(opened), translate_errors() as phase:
                 tx = executor.begin(conn, write=True, appends=appends)
                 try:
                     outcome = work(conn)
@@ -206,6 +210,8 @@ def run_write(conn: Connection, work: Callable[[Connection], T], *, appends: boo
                     executor.rollback(conn, tx)
                     raise
         except ConcurrencyConflictError:
+            # A projection row behind the log loses this "race" on every try.
+            refuse_projection_behind(conn, opened)
             if attempt == WRITE_ATTEMPTS - 1:
                 raise
             continue

@@ -15,11 +15,14 @@ command line) can catch the whole family in one ``except``::
     │   ├── InterruptInProgressError another answer holds the claim (gateway)
     │   └── AnswerNotTakenError      the graph did not take the answer (gateway)
     ├── ConcurrencyConflictError     a racing writer won; retry
-    ├── ProjectionMismatchError      the projection holds what the events no longer say
+    ├── ProjectionMismatchError      the projection and the event log disagree
     ├── EvidenceError                a checkpoint or an archive does not hold (tampering)
     ├── SchemaNotMigratedError       the schema is missing or behind the migrations
     │   └── SchemaTooNewError        a newer release migrated it: upgrade the package
     ├── DatabaseError                the database could not be reached or failed
+    │   ├── DatabaseConfigurationError  no such database or role, a refused password:
+    │   │                               fix the settings; retrying cannot help
+    │   ├── DatabaseUnreachableError nothing answered at the server's address: retry
     │   └── ConstraintViolationError it refused a write (trigger, NOT NULL, CHECK):
     │                                not a race, so never retried
     └── SweepIncompleteError         a sweep stopped partway; carries what it committed
@@ -119,13 +122,18 @@ class ConcurrencyConflictError(SymfonicStoreError):
 
 
 class ProjectionMismatchError(SymfonicStoreError):
-    """The projection holds a head, or an answer, that the event log no longer reaches.
+    """The projection and the event log disagree about a thread.
 
-    Each projection row is written in the append's transaction (I6), so this means the
-    log was changed behind the store's back -- events removed from the end of a thread,
-    or a last event rewritten -- or the projection was. The store refuses to act on
-    either side's word: ``rebuild_projection()`` would erase the last trace of the
-    removal, and an answer to an interrupt whose ending is gone could be applied twice.
+    Each projection row is written in the append's transaction (I6), so this means one
+    of them was changed behind the store's back. Either the projection holds a head, or
+    an answer, that the log no longer reaches -- events removed from the end of a
+    thread, or a last event rewritten: the store refuses to act on either side's word
+    (``rebuild_projection()`` would erase the last trace of the removal, and an answer
+    to an interrupt whose ending is gone could be applied twice). Or the log is ahead
+    of the projection -- a row deleted or set back: a write would collide with the
+    log's events on every try, so it is refused (not called a race) and the message
+    names ``symfonic-store projection rebuild``, which restores the row from the log.
+    Nothing is written either way.
     """
 
     def __init__(self, message: str, *, thread_ids: tuple[str, ...]) -> None:
@@ -184,6 +192,33 @@ class DatabaseError(SymfonicStoreError):
         super().__init__(message)
 
 
+class DatabaseConfigurationError(DatabaseError):
+    """The database server refused the connection's settings: the database does not
+    exist, the role does not exist or may not connect, or the password was refused.
+
+    A configuration error (the command line exits 2): retrying with the same URL cannot
+    help, so the message names what to fix instead. ``code`` is the server's SQLSTATE
+    (``3D000``, ``28000``, ``28P01``, ``42501``), read by code, never from its text.
+    """
+
+    def __init__(self, message: str, *, code: str) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+class DatabaseUnreachableError(DatabaseError):
+    """Nothing answered at the database server's address: the connection was refused or
+    timed out, the host has no route or its name does not resolve.
+
+    No connection was opened, so nothing was written; retry once the server answers.
+    ``errno`` is the socket's error number.
+    """
+
+    def __init__(self, message: str, *, errno: int | None) -> None:
+        self.errno = errno
+        super().__init__(message)
+
+
 class SweepIncompleteError(SymfonicStoreError):
     """A sweep stopped on a store error after it had done part of its work.
 
@@ -232,7 +267,9 @@ __all__ = [
     "AnswerNotTakenError",
     "ConcurrencyConflictError",
     "ConstraintViolationError",
+    "DatabaseConfigurationError",
     "DatabaseError",
+    "DatabaseUnreachableError",
     "EvidenceError",
     "InterruptAlreadyResolvedError",
     "InterruptExpiredError",

@@ -6,8 +6,8 @@ renders the result: rich tables for people, ``--format json`` (or ``csv``) for p
 
 Exit codes: 0 success; 1 the operation found or met a problem (a broken chain, a refused
 resume, an unknown thread to replay, a failed ``--graph`` wake-up); 2 bad usage or
-configuration (a bad flag or value, a bad URL, an unreachable database, a schema behind
-the migrations). Errors are one line on stderr, never with a database password, and
+configuration (a bad flag or value, a bad URL, an unreachable database, a database, role
+or password the server refuses, a schema behind the migrations). Errors are one line on stderr, never with a database password, and
 without a traceback unless ``--traceback`` is given.
 """
 

@@ -50,6 +50,7 @@ from ..errors import (
 )
 from ..events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED
 from ..projection import is_native_mint
+from ..projection_gaps import missing_row
 from .lifecycle import Rules, refuse
 
 
@@ -202,6 +203,10 @@ def claim(
     w = ThreadWriter(conn, thread_id)
     where = f"interrupt {interrupt_id!r} on thread {thread_id!r}"
     if not w.existed:
+        # No projection row, yet the log has the thread: the row went missing.
+        gap = missing_row(conn, thread_id)
+        if gap is not None:
+            return Refusal(gap)
         # A mistyped thread id: refused, and nothing written there (I10).
         return Refusal(
             UnknownInterruptError(

@@ -26,6 +26,7 @@ from ..errors import (
 )
 from ..events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED, ROUTE_DECIDED, StoredEvent
 from ..projection import is_native_mint
+from ..projection_gaps import REBUILD_HINT, missing_row
 from ..protocol import PENDING_KEY, expired_resume_value, stale_reason
 
 ApproverPolicy = Callable[[str, dict[str, Any], str | None], bool]
@@ -224,7 +225,10 @@ def resume(
 
     if minted is None:
         if not w.existed:
-            # No projection row means no events (I6): a mistyped thread id. Recording
+            gap = missing_row(conn, thread_id)
+            if gap is not None:  # the log has the thread: its projection row went missing
+                return Refusal(gap)
+            # No projection row and no events (I6): a mistyped thread id. Recording
             # the refusal would create the thread out of nothing (I10): refuse only.
             return Refusal(
                 UnknownInterruptError(
@@ -282,12 +286,18 @@ def resume(
     # I5/I6) does not hold it pending: the two disagree -- e.g. its ending was deleted
     # from the end of the thread. The log can no longer say whether it was answered, so
     # nothing is applied, and nothing is chained onto a head the events may not reach.
+    # Without a projection row at all, the row is what went missing (the log has the
+    # mint): a rebuild restores it from the log.
+    cause, remedy = (
+        ("the thread has no projection row", REBUILD_HINT)
+        if not w.existed
+        else ("events may have been removed from the end of the thread", "run `symfonic-store verify`")
+    )
     return Refusal(
         ProjectionMismatchError(
             f"{where} has no ending in the event log, but the projection does not hold it "
-            "pending: the log and the projection disagree (events may have been removed "
-            "from the end of the thread). The answer was not applied and nothing was "
-            "recorded: run `symfonic-store verify`",
+            f"pending: the projection disagrees with the log ({cause}). The answer was not "
+            f"applied and nothing was recorded: {remedy}",
             thread_ids=(thread_id,),
         )
     )
