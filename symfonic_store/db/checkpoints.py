@@ -116,16 +116,29 @@ SETUP_LOCK_KEY = 0x53594D43  # "SYMC": two processes creating the checkpoint tab
 
 
 def setup_lock() -> sa.Select[Any]:
-    """PostgreSQL: wait for any other ``setup()`` of the checkpoint tables (session lock).
+    """PostgreSQL: try to take the setup lock of this schema's checkpoint tables (session
+    lock); selects whether it was taken.
 
     ``PostgresSaver.setup()`` creates its indexes ``CONCURRENTLY``, outside a
-    transaction, so a transaction-scoped lock cannot cover it.
+    transaction, so a transaction-scoped lock cannot cover it. The caller polls instead of
+    waiting inside one statement: ``CREATE INDEX CONCURRENTLY`` waits for every statement
+    in flight in the database, a blocked ``pg_advisory_lock`` included, so a second
+    ``setup()`` waiting on the lock would deadlock with the first. The lock is per schema:
+    stores in other schemas of the database never wait for each other.
     """
-    return sa.select(sa.func.pg_advisory_lock(sa.literal(SETUP_LOCK_KEY, sa.BigInteger)))
+    return sa.select(
+        sa.func.pg_try_advisory_lock(
+            sa.literal(SETUP_LOCK_KEY, sa.Integer()), sa.func.hashtext(sa.func.current_schema())
+        )
+    )
 
 
 def setup_unlock() -> sa.Select[Any]:
-    return sa.select(sa.func.pg_advisory_unlock(sa.literal(SETUP_LOCK_KEY, sa.BigInteger)))
+    return sa.select(
+        sa.func.pg_advisory_unlock(
+            sa.literal(SETUP_LOCK_KEY, sa.Integer()), sa.func.hashtext(sa.func.current_schema())
+        )
+    )
 
 
 @dataclass(frozen=True, slots=True)

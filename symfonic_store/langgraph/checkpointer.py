@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import threading
+import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager, nullcontext
@@ -227,7 +228,10 @@ class _Sql:
             saver.is_setup = False
             SqliteSaver.setup(saver)
             return
-        conn.execute(tables.setup_lock())
+        pause = 0.01
+        while not conn.execute(tables.setup_lock()).scalar_one():
+            time.sleep(pause)  # another process is creating the tables (db/checkpoints.py)
+            pause = min(pause * 2, 0.5)
         try:
             saver = self.bind(conn)
             if self.awaits:
