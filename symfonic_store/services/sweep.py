@@ -193,20 +193,28 @@ class SweepReport:
 
 
     def owed_advice(self) -> str | None:
-        """What an operator can do about the wake-ups still owed (None when none are)."""
+        """To whom the wake-ups still owed are owed, and what an operator can do (None
+        when none are): the sweep's graph delivered everything that was its to deliver."""
         if not self.owed:
             return None
-        named = sorted(g for g in self.owed_to if g is not None)
-        graphs = ", ".join(repr(g) for g in named)
-        text = (
-            f"{self.owed} wake-up(s) owed"
-            + (f" to {graphs}" if named else "")
-            + (" and" if named and None in self.owed_to else "")
-            + (" to no named graph (the graph whose checkpointer holds the thread)" if None in self.owed_to else "")
-            + ": deliver them with `sweep --graph MODULE:ATTR` of that graph, or give them up "
-            "with `wakeups --drop --graph NAME --actor WHO` (`wakeups` lists them)"
+        owed_to = ", ".join(
+            f"{n} to {graph_label(g)}" for g, n in sorted(self.owed_to.items(), key=_by_graph)
         )
-        return text
+        drop = (
+            "--graph NAME" if any(g is not None for g in self.owed_to) else "--unnamed"
+        )
+        unnamed = (
+            "; one owed to no named graph is delivered by the graph whose checkpointer holds "
+            "its thread, and dropped with --unnamed"
+            if None in self.owed_to and drop != "--unnamed"
+            else ""
+        )
+        return (
+            f"{self.owed} wake-up(s) still owed ({owed_to}): deliver them with "
+            "`symfonic-store sweep --graph MODULE:ATTR` of that graph, or give them up with "
+            f"`symfonic-store wakeups --drop {drop} --actor WHO`{unnamed} (`symfonic-store "
+            "wakeups` lists them)"
+        )
 
 
 def _by_graph(item: tuple[str | None, int]) -> tuple[bool, str]:
