@@ -101,7 +101,8 @@ def sweep(
         typer.Option(
             "--ttl",
             metavar="SECONDS",
-            help="Overrides the global --ttl.",
+            help="Overrides the global --ttl. With no TTL at all nothing expires by age "
+            "(only runs that moved on); a note on stderr says so.",
             show_default=False,
             parser=flag(seconds),
         ),
