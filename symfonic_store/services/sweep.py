@@ -155,7 +155,7 @@ class SweepReport:
             ],
             "owed": self.owed,
             "owed_to": [
-                {"graph": g, "owed": n} for g, n in sorted(self.owed_to.items(), key=_by_graph)
+                {"graph": g, "owed": n} for g, n in sorted(self.owed_to.items(), key=graph_order)
             ],
             "not_held": [
                 {"thread_id": t, "interrupt_id": i, "reason": r} for t, i, r in self.not_held
@@ -185,7 +185,7 @@ class SweepReport:
             text += f"; {self.owed} wake-up(s) {'owed' if self.dry_run else 'still owed'}"
             if self.owed_to:
                 text += " (" + ", ".join(
-                    f"{n} to {graph_label(g)}" for g, n in sorted(self.owed_to.items(), key=_by_graph)
+                    f"{n} to {graph_label(g)}" for g, n in sorted(self.owed_to.items(), key=graph_order)
                 ) + ")"
         if self.claims_settled:
             text += f"; settled {len(self.claims_settled)} abandoned answer(s)"
@@ -198,7 +198,7 @@ class SweepReport:
         if not self.owed:
             return None
         owed_to = ", ".join(
-            f"{n} to {graph_label(g)}" for g, n in sorted(self.owed_to.items(), key=_by_graph)
+            f"{n} to {graph_label(g)}" for g, n in sorted(self.owed_to.items(), key=graph_order)
         )
         drop = (
             "--graph NAME" if any(g is not None for g in self.owed_to) else "--unnamed"
@@ -217,7 +217,8 @@ class SweepReport:
         )
 
 
-def _by_graph(item: tuple[str | None, int]) -> tuple[bool, str]:
+def graph_order(item: tuple[str | None, int]) -> tuple[bool, str]:
+    """Sort key of ``(graph, count)`` pairs: by name, the unnamed last."""
     return (item[0] is None, item[0] or "")
 
 

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 from ..append import utc_now
 from ..db import wakeups as rows
 from ..errors import InvalidInputError
-from .sweep import graph_label
+from .sweep import graph_label, graph_order
 
 
 def owed(conn: Connection) -> list[dict[str, Any]]:
@@ -29,7 +29,7 @@ def drop(conn: Connection, *, graph: str | None, actor: str) -> list[dict[str, A
     if not dropped:
         owed_to = rows.owed_by_graph(conn, thread_ids=None)
         known = ", ".join(
-            graph_label(g) + f" ({n})" for g, n in sorted(owed_to.items(), key=lambda i: (i[0] is None, i[0] or ""))
+            f"{graph_label(g)} ({n})" for g, n in sorted(owed_to.items(), key=graph_order)
         )
         raise InvalidInputError(
             "graph",

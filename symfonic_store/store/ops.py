@@ -267,7 +267,10 @@ def _wake(
         else:
             if woken is NOT_HELD:  # another graph's thread: it stays owed, untouched
                 report.not_held.append((thread_id, interrupt_id, reason))
-                yield Op(partial(wakeup_service.let_go_of, thread_id=thread_id, interrupt_id=interrupt_id), write=True)
+                yield Op(
+                    partial(wakeup_service.let_go_of, thread_id=thread_id, interrupt_id=interrupt_id),
+                    write=True,
+                )
                 continue
             if owed_before:
                 report.redelivered.append((thread_id, interrupt_id, reason))
