@@ -317,3 +317,45 @@ def test_bad_wakeups_usage_is_a_clear_error_that_changes_nothing(
     with InterruptStore(db_url) as store:
         assert [w["thread_id"] for w in store.list_wakeups()] == ["t-pay"]
         assert wakeup_rows(store)["t-pay"]["dropped_by"] is None
+
+
+def _idle_graph() -> Any:
+    """A real compiled graph whose checkpointer has never seen any thread."""
+    from typing import TypedDict
+
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import END, START, StateGraph
+
+    class State(TypedDict, total=False):
+        n: int
+
+    builder = StateGraph(State)
+    builder.add_node("step", lambda state: {"n": 1})
+    builder.add_edge(START, "step")
+    builder.add_edge("step", END)
+    return builder.compile(checkpointer=InMemorySaver(), name="idle")
+
+
+def test_make_graph_waker_leaves_a_thread_its_checkpointer_does_not_hold_owed(store: InterruptStore) -> None:
+    """The ready waker returns NOT_HELD for a thread its graph never ran: not reported delivered, still owed."""
+    from symfonic_store import make_graph_waker
+
+    mint_stale(store, "t-other", age=3600)
+    report = store.sweep(ttl_seconds=60, on_expired=make_graph_waker(_idle_graph()))
+    assert [t for t, _, _ in report.not_held] == ["t-other"]
+    assert report.redelivered == [] and report.owed == 1
+    assert [w["thread_id"] for w in store.list_wakeups()] == ["t-other"]
+
+
+async def test_the_async_waker_leaves_a_thread_its_checkpointer_does_not_hold_owed(
+    astore: AsyncInterruptStore,
+) -> None:
+    """make_async_graph_waker does the same through aget_state, on the asyncio store."""
+    from symfonic_store import build_interrupt_marker, make_async_graph_waker
+
+    marker = build_interrupt_marker(name="approval", interrupt_id="i-1", payload={})["_interrupt_pending"]
+    marker["minted_at"] = 0.0
+    await astore.mint("t-other", marker)
+    report = await astore.sweep(ttl_seconds=60, on_expired=make_async_graph_waker(_idle_graph()))
+    assert [t for t, _, _ in report.not_held] == ["t-other"]
+    assert report.owed == 1 and await astore.owed_wakeups() == 1
