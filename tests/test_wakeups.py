@@ -87,7 +87,7 @@ def test_a_sweep_for_one_graph_delivers_only_what_is_owed_to_it_or_to_no_graph(
     assert "1 wake-up(s) still owed (1 to graph 'payments')" in str(report)
     advice = report.owed_advice()
     assert advice is not None
-    assert "sweep --graph MODULE:ATTR" in advice and "wakeups --drop --graph NAME --actor" in advice
+    assert "sweep --graph MODULE:ATTR" in advice and "wakeups --drop --graph payments --actor WHO" in advice
     assert [w["thread_id"] for w in store.list_wakeups()] == ["t-pay"]
     assert marker  # delivered to the graph that asked for the unnamed ones
 

@@ -31,6 +31,7 @@ wake-up stays owed, untouched, for the graph that does. Rows an operator dropped
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Sequence
@@ -191,22 +192,25 @@ class SweepReport:
             text += f"; settled {len(self.claims_settled)} abandoned answer(s)"
         return text
 
-
     def owed_advice(self) -> str | None:
-        """To whom the wake-ups still owed are owed, and what an operator can do (None
-        when none are): the sweep's graph delivered everything that was its to deliver."""
+        """To which graphs the wake-ups still owed are owed, and what an operator can do
+        about them (None when none is owed)."""
         if not self.owed:
             return None
         owed_to = ", ".join(
             f"{n} to {graph_label(g)}" for g, n in sorted(self.owed_to.items(), key=graph_order)
         )
-        drop = (
-            "--graph NAME" if any(g is not None for g in self.owed_to) else "--unnamed"
-        )
+        named = [g for g in self.owed_to if g is not None]
+        if not named:
+            drop = "--unnamed"
+        elif len(named) == 1 and _PLAIN_NAME.fullmatch(named[0]):
+            drop = f"--graph {named[0]}"
+        else:
+            drop = "--graph NAME"
         unnamed = (
             "; one owed to no named graph is delivered by the graph whose checkpointer holds "
             "its thread, and dropped with --unnamed"
-            if None in self.owed_to and drop != "--unnamed"
+            if None in self.owed_to and named
             else ""
         )
         return (
@@ -215,6 +219,10 @@ class SweepReport:
             f"`symfonic-store wakeups --drop {drop} --actor WHO`{unnamed} (`symfonic-store "
             "wakeups` lists them)"
         )
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+"""A graph name the advice can show as it is in a shell command (else ``NAME``)."""
 
 
 def graph_order(item: tuple[str | None, int]) -> tuple[bool, str]:
