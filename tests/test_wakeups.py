@@ -359,3 +359,18 @@ async def test_the_async_waker_leaves_a_thread_its_checkpointer_does_not_hold_ow
     report = await astore.sweep(ttl_seconds=60, on_expired=make_async_graph_waker(_idle_graph()))
     assert [t for t, _, _ in report.not_held] == ["t-other"]
     assert report.owed == 1 and await astore.owed_wakeups() == 1
+
+
+def test_a_drop_made_while_the_wake_up_is_being_delivered_keeps_its_record(
+    store: InterruptStore, clock: FrozenDateTimeFactory
+) -> None:
+    """An operator drops the wake-up while the sweep's callback runs: the delivery does not erase who dropped it."""
+    mint_stale(store, "t-1", age=3600)
+    store.sweep(ttl_seconds=60)
+
+    def drop_meanwhile(thread_id: str, interrupt_id: str, reason: str) -> None:
+        store.drop_wakeups(graph=None, actor="ops")
+
+    report = store.sweep(ttl_seconds=60, on_expired=drop_meanwhile)
+    assert [t for t, _, _ in report.redelivered] == ["t-1"] and report.owed == 0
+    assert wakeup_rows(store)["t-1"]["dropped_by"] == "ops"

@@ -331,7 +331,8 @@ _CLAIM_WAKEUP = (
     .where(_ONE_WAKEUP)
     .values(claimed_by=sa.bindparam("claim"), claimed_until=sa.bindparam("until"))
 )
-_DELETE_WAKEUP = wakeups.delete().where(_ONE_WAKEUP)
+# A row an operator dropped while its delivery was under way stays: the record of the drop.
+_DELETE_WAKEUP = wakeups.delete().where(_ONE_WAKEUP, wakeups.c.dropped_at.is_(None))
 _FAILED_WAKEUP = (
     wakeups.update()
     .where(_ONE_WAKEUP)
