@@ -65,7 +65,7 @@ if TYPE_CHECKING:
         request_interrupt,
     )
     from .services.audit import AuditRecord
-    from .services.sweep import SweepReport
+    from .services.sweep import NOT_HELD, SweepReport
     from .services.verify import BrokenLink, VerifyReport
     from .store import AsyncInterruptStore, InterruptStore
     from .store.ops import ReaderLag
@@ -81,6 +81,7 @@ _LAZY = {
     "InterruptStore": "store",
     "AuditRecord": "services.audit",
     "SweepReport": "services.sweep",
+    "NOT_HELD": "services.sweep",
     "ReaderLag": "store.ops",
     "BrokenLink": "services.verify",
     "VerifyReport": "services.verify",
@@ -113,6 +114,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "EXPIRED",
     "MINTED",
+    "NOT_HELD",
     "RESUMED",
     "RESUME_REJECTED",
     "ROUTE_DECIDED",

@@ -219,3 +219,44 @@ def test_a_sweep_that_stops_partway_prints_what_it_committed(db_url: str, output
     assert "nothing" not in errors[0]
     with InterruptStore(db_url) as store:
         assert len([e for e in store.events() if e.type == EXPIRED]) == 4  # batch 2 did commit
+
+
+def test_a_sweep_without_a_ttl_says_so_on_stderr_and_still_expires_moved_on_runs(db_url: str) -> None:
+    """No --ttl and no SYMFONIC_STORE_TTL: a note on stderr (exit 0, as before); the run_id rule still expires; with a TTL, no note."""
+    with InterruptStore(db_url) as store:
+        store.setup()
+        mint_stale(store, "t-old", age=86400)
+        store.mint("t-moved", {"name": "approval", "interrupt_id": "i-moved", "payload": {}, "run_id": "r-1"})
+        store.record_route("t-moved", "finish", run_id="r-2")
+
+    forgot = run_cli("sweep", db=db_url)
+    assert forgot.returncode == 0, forgot.stderr
+    notes = [line for line in forgot.stderr.splitlines() if line.startswith("symfonic-store: note:")]
+    assert any("no TTL configured" in n and "--ttl" in n and "run_id" in n for n in notes), forgot.stderr
+    assert "sweep expired 1 interrupt(s) (1 run_id); ttl none" in forgot.stdout
+    assert "symfonic-store: error:" not in forgot.stderr
+
+    as_json = run_cli("sweep", "--format", "json", db=db_url)
+    assert as_json.returncode == 0 and "no TTL configured" in as_json.stderr
+    assert json.loads(as_json.stdout)["ttl_seconds"] is None
+
+    for configured in (run_cli("sweep", "--ttl", "60", db=db_url),
+                       run_cli("sweep", db=db_url, env={"SYMFONIC_STORE_TTL": "60"})):
+        assert configured.returncode == 0, configured.stderr
+        assert "no TTL configured" not in configured.stderr
+
+
+def test_every_sweep_lists_what_it_expired_in_its_table(db_url: str) -> None:
+    """A real sweep (not only --dry-run) prints thread, interrupt and reason of each expiry."""
+    with InterruptStore(db_url) as store:
+        store.setup()
+        stale = {t: mint_stale(store, t, age=3600) for t in ("t-a", "t-b")}
+        mint_stale(store, "t-fresh", age=1)
+
+    done = run_cli("sweep", "--ttl", "60", db=db_url)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "2 interrupt(s) expired" in lines
+    for thread_id, interrupt_id in stale.items():
+        assert any(thread_id in line and interrupt_id in line and "ttl" in line for line in lines), done.stdout
+    assert not any("t-fresh" in line for line in lines)

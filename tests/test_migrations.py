@@ -532,3 +532,56 @@ def test_0011_fills_the_audit_columns_of_an_existing_log_as_the_append_writes_th
             assert report.ok, str(report)
     with engine.connect() as conn, pytest.raises(sa.exc.DBAPIError, match="append-only"):
         conn.execute(sa.update(events).values(audit_name="forged"))
+
+
+# --- 0013: owed wake-ups name their graph, and drops are recorded -----------------------
+
+
+def _owed_two(store: InterruptStore) -> None:
+    """One wake-up owed to graph 'payments' (a LangGraph mint), one to no named graph (a marker)."""
+    from freezegun import freeze_time
+
+    with freeze_time("2030-01-01 00:00:00", ignore=["_pytest.timing"]) as clock:
+        _native_mint(store, "t-native")
+        mint_stale(store, "t-marker", age=10)
+        clock.tick(61)
+        store.sweep(ttl_seconds=60)
+
+
+def _wakeup_columns(engine: Engine) -> set[str]:
+    with engine.connect() as conn:
+        return {c["name"] for c in sa.inspect(conn).get_columns(WAKEUPS_TABLE)}
+
+
+def test_0013_names_the_graph_of_wake_ups_owed_before_it_and_downgrades_while_none_is_dropped(
+    engine: Engine, db_url: str
+) -> None:
+    """Down to 0012 removes the new columns (nothing dropped: nothing lost); up again fills each owed row's graph from its mint."""
+    migrate(engine, "up", "head")
+    with InterruptStore(db_url) as store:
+        _owed_two(store)
+    migrate(engine, "down", "0012_archived_read_keys")
+    assert {"graph", "dropped_by", "dropped_at"}.isdisjoint(_wakeup_columns(engine))
+    migrate(engine, "up", "head")
+    assert {"graph", "dropped_by", "dropped_at"} <= _wakeup_columns(engine)
+    with InterruptStore(db_url) as store:
+        assert [(w["thread_id"], w["graph"]) for w in store.list_wakeups()] == [
+            ("t-native", "payments"), ("t-marker", None)
+        ]
+        assert store.owed_wakeups() == 2
+
+
+def test_downgrading_below_0013_refuses_while_a_dropped_wake_up_is_recorded(
+    engine: Engine, db_url: str
+) -> None:
+    """A dropped wake-up would be owed again below 0013 and its record lost: the downgrade refuses, naming the way out, and changes nothing."""
+    migrate(engine, "up", "head")
+    with InterruptStore(db_url) as store:
+        _owed_two(store)
+        store.drop_wakeups(graph="payments", actor="ops")
+    with pytest.raises(CommandError, match=r"1 dropped wake-up\(s\).*DELETE FROM symfonic_wakeups WHERE dropped_at IS NOT NULL"):
+        migrate(engine, "down", "0012_archived_read_keys")
+    assert revision_of(engine) == head_revision()
+    with InterruptStore(db_url) as store:
+        assert [w["thread_id"] for w in store.list_wakeups()] == ["t-marker"]
+        assert store.owed_wakeups() == 1

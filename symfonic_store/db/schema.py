@@ -213,7 +213,8 @@ claims = sa.Table(
 # One row per sweep expiry whose wake-up (``on_expired``) is still owed: inserted in the
 # expiry's own transaction, deleted once ``on_expired`` returned. A commit whose
 # acknowledgement was lost leaves its rows here, so the next sweep still wakes those
-# graphs. Delivery bookkeeping, not history: rows are deleted (the events are the record).
+# graphs. Delivery bookkeeping: delivered rows are deleted (the events are the record);
+# a row an operator dropped stays, saying who gave the wake-up up and when.
 wakeups = sa.Table(
     WAKEUPS_TABLE,
     metadata,
@@ -229,6 +230,14 @@ wakeups = sa.Table(
     # Python clock), so a concurrent sweep does not deliver it at the same time.
     sa.Column("claimed_by", sa.String(64), nullable=True),
     sa.Column("claimed_until", sa.Float(), nullable=True),
+    # The graph the wake-up is owed to: the name the interrupt's mint recorded (NULL when
+    # it names none, e.g. a seed marker). A sweep waking graph X delivers only X's and
+    # the unnamed ones X's checkpointer holds (since 0013_wakeup_drops).
+    sa.Column("graph", sa.Text(), nullable=True),
+    # An operator gave the wake-up up (``wakeups --drop``): who and when. A dropped row
+    # is no longer owed; it stays as the record of that decision.
+    sa.Column("dropped_by", sa.String(255), nullable=True),
+    sa.Column("dropped_at", UTCDateTime(), nullable=True),
 )
 
 # --- evidence: archives and signed checkpoints (SPEC §10) ----------------------------

@@ -270,9 +270,9 @@ def stale_candidates(
 _INSERT_WAKEUP = wakeups.insert()
 WAKEUP_ROW_KEYS = (
     "thread_id", "interrupt_id", "reason", "expired_version", "expired_at", "attempts",
-    "claimed_by", "claimed_until",
+    "claimed_by", "claimed_until", "graph",
 )
-"""The columns the owed wake-up INSERT binds (``last_error`` starts NULL)."""
+"""The columns the owed wake-up INSERT binds (``last_error`` and the drop start NULL)."""
 
 
 def insert_wakeups(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
@@ -290,8 +290,10 @@ def claimable_wakeups(
     after: tuple[str, str],
     limit: int,
     thread_ids: Sequence[str] | None,
+    graph: str | None = None,
 ) -> list[tuple[str, str, str]]:
-    """``(thread_id, interrupt_id, reason)`` of owed wake-ups nobody holds, keyset-paged.
+    """``(thread_id, interrupt_id, reason)`` of owed wake-ups nobody holds, keyset-paged:
+    with ``graph``, only those owed to it or to no named graph.
 
     The rows are locked ``FOR UPDATE SKIP LOCKED`` (nothing on SQLite, whose writers
     hold the database lock): a concurrent sweep claiming at the same moment skips them,
@@ -302,6 +304,7 @@ def claimable_wakeups(
     query = (
         sa.select(wakeups.c.thread_id, wakeups.c.interrupt_id, wakeups.c.reason)
         .where(sa.or_(wakeups.c.claimed_until.is_(None), wakeups.c.claimed_until < now))
+        .where(wakeups.c.dropped_at.is_(None))
         .where(
             sa.or_(
                 wakeups.c.thread_id > after_thread,
@@ -314,6 +317,8 @@ def claimable_wakeups(
         .limit(limit)
         .with_for_update(skip_locked=True)
     )
+    if graph is not None:
+        query = query.where(sa.or_(wakeups.c.graph.is_(None), wakeups.c.graph == graph))
     rows = conn.execute(_in_threads(query, thread_ids))
     return [(str(t), str(i), str(r)) for t, i, r in rows]
 
@@ -326,7 +331,8 @@ _CLAIM_WAKEUP = (
     .where(_ONE_WAKEUP)
     .values(claimed_by=sa.bindparam("claim"), claimed_until=sa.bindparam("until"))
 )
-_DELETE_WAKEUP = wakeups.delete().where(_ONE_WAKEUP)
+# A row an operator dropped while its delivery was under way stays: the record of the drop.
+_DELETE_WAKEUP = wakeups.delete().where(_ONE_WAKEUP, wakeups.c.dropped_at.is_(None))
 _FAILED_WAKEUP = (
     wakeups.update()
     .where(_ONE_WAKEUP)
@@ -368,11 +374,6 @@ def release_claims(conn: Connection, *, claim: str) -> None:
         .where(wakeups.c.claimed_by == claim)
         .values(claimed_by=None, claimed_until=None)
     )
-
-
-def count_wakeups(conn: Connection, *, thread_ids: Sequence[str] | None) -> int:
-    query = sa.select(sa.func.count()).select_from(wakeups)
-    return int(conn.execute(_in_threads(query, thread_ids)).scalar_one())
 
 
 # --- the event log ------------------------------------------------------------------

@@ -26,7 +26,9 @@ from langgraph.types import Command
 
 from .. import native
 from ..errors import AnswerNotTakenError, InvalidInputError
+from ..services.sweep import NOT_HELD
 from ..validation import required_id
+from .wakers import holds
 
 if TYPE_CHECKING:
     from ..store import AsyncInterruptStore, InterruptStore
@@ -497,6 +499,8 @@ class InterruptGateway:
 
     def _wake(self, thread_id: str, interrupt_id: str, reason: str) -> _Plan:
         snapshot = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
+        if not holds(snapshot):
+            return NOT_HELD  # another graph's thread: the wake-up stays owed to it
         waiting = waiting_on(snapshot)
         cfg = self._tag(_config(thread_id, None, None))
         marker = _marker_interrupt(waiting, interrupt_id)
@@ -551,7 +555,10 @@ class InterruptGateway:
 
         It resumes the thread by interrupt id with the expiry answer (``on_expiry``)
         when the graph still waits on it, and records no resume: the interrupt stays
-        expired. It also lets the sweep settle answers whose process died
+        expired. It names its graph (``graph_name``), so the sweep hands it only the
+        wake-ups owed to this graph or to no named graph, and it returns
+        :data:`~symfonic_store.NOT_HELD` for a thread the graph's checkpointer does not
+        hold (that wake-up stays owed). It also lets the sweep settle answers whose process died
         (:meth:`settle_claim`). With an :class:`~symfonic_store.AsyncInterruptStore` it
         is a coroutine function (``await store.sweep(on_expired=gate.waker())``).
         """
@@ -563,20 +570,27 @@ class _Waker:
 
     def __init__(self, gate: InterruptGateway) -> None:
         self.gate = gate
+        self.graph_name = gate.name
+        """The graph the sweep's wake-ups must be owed to (or to no named graph)."""
 
     def __call__(self, thread_id: str, interrupt_id: str, reason: str) -> Any:
         plan = self.gate._wake(thread_id, interrupt_id, reason)
         if self.gate._async_store:
             return self._awake(plan)
-        return bool(self.gate._drive(plan))
+        return _woken(self.gate._drive(plan))
 
-    async def _awake(self, plan: _Plan) -> bool:
-        return bool(await self.gate._adrive(plan))
+    async def _awake(self, plan: _Plan) -> Any:
+        return _woken(await self.gate._adrive(plan))
 
     def settle_claim(self, thread_id: str, interrupt_id: str) -> Any:
         if self.gate._async_store:
             return self.gate.asettle_claim(thread_id, interrupt_id)
         return self.gate.settle_claim(thread_id, interrupt_id)
+
+
+def _woken(outcome: Any) -> Any:
+    """The waker's answer to the sweep: :data:`NOT_HELD`, or whether it woke the graph."""
+    return outcome if outcome is NOT_HELD else bool(outcome)
 
 
 def _resume_write(pending_writes: Any, task_id: str) -> list[Any] | None:

@@ -157,7 +157,7 @@ class _StoreCollector(Collector):
         )
         yield GaugeMetricFamily(
             "symfonic_owed_wakeups",
-            "Wake-ups that expiries still owe their graphs (the next sweep with --graph delivers them).",
+            "Wake-ups that expiries still owe their graphs (the next sweep with --graph of that graph delivers them; dropped ones are not owed).",
             value=store.owed_wakeups(),
         )
         lag = store.reader_lag()

@@ -20,15 +20,23 @@ database still answers.
 A callback that raises leaves the wake-up owed (``attempts`` and ``last_error`` record
 it): it is tried again by the next sweep, once per sweep, never in a loop. Without
 ``on_expired`` the rows stay owed until a sweep with a callback delivers them.
+
+A wake-up is owed to the graph whose name the interrupt's mint recorded (the row's
+``graph``; NULL for a seed marker or a mint that names none). A sweep whose callback
+wakes graph X (``graph`` = X) takes only X's and the unnamed ones; a callback that finds
+its graph's checkpointer does not hold the thread returns :data:`NOT_HELD`, and the
+wake-up stays owed, untouched, for the graph that does. Rows an operator dropped
+(``dropped_at``) are owed to nobody.
 """
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy.engine import Connection
 
@@ -37,7 +45,6 @@ from ..db.statements import (
     claim_rows,
     claim_wakeups,
     claimable_wakeups,
-    count_wakeups,
     delete_wakeup,
     insert_wakeups,
     open_rows,
@@ -47,6 +54,7 @@ from ..db.statements import (
     stale_candidates,
     stale_open_interrupts,
 )
+from ..db.wakeups import owed_by_graph
 from ..events import EXPIRED
 from ..protocol import PENDING_KEY, stale_reason
 
@@ -65,6 +73,34 @@ sweep that died lets them go when the lease runs out."""
 # The SQL prefilter compares ``minted_at < now - ttl + margin``: a superset of what the
 # Python predicate (``now - minted_at > ttl``) calls stale, whatever the float rounding.
 _CUTOFF_MARGIN = 1e-3
+
+
+class _NotHeld:
+    """The type of :data:`NOT_HELD` (false in a boolean test: nothing was woken)."""
+
+    __slots__ = ()
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "NOT_HELD"
+
+
+NOT_HELD: Final = _NotHeld()
+"""What an ``on_expired`` callback returns when its graph's checkpointer does not hold the
+thread: the wake-up is another graph's to deliver, so the sweep leaves it owed, untouched
+(not counted as delivered, not as a failure)."""
+
+
+def owes(sweep_graph: str | None, graph: str | None) -> bool:
+    """Is a wake-up owed to ``graph`` this sweep's to deliver? (``sweep_graph`` None: every one.)"""
+    return sweep_graph is None or graph is None or graph == sweep_graph
+
+
+def graph_label(graph: str | None) -> str:
+    """How reports name the graph a wake-up is owed to."""
+    return "no named graph" if graph is None else f"graph {graph!r}"
 
 
 @dataclass(slots=True)
@@ -91,6 +127,10 @@ class SweepReport:
     owed: int | None = None
     """Wake-ups still owed after this sweep (in its ``thread_ids``, when limited); None
     when a sweep that stopped partway could not count them."""
+    owed_to: dict[str | None, int] = field(default_factory=dict)
+    """``owed`` by the graph they are owed to (None: the mint named no graph)."""
+    not_held: list[Expiry] = field(default_factory=list)
+    """Unnamed wake-ups the callback's graph does not hold (:data:`NOT_HELD`): left owed."""
 
     def wake_failed(self, thread_id: str, interrupt_id: str, exc: Exception) -> None:
         """Record an ``on_expired`` callback that raised."""
@@ -115,6 +155,12 @@ class SweepReport:
                 {"thread_id": t, "interrupt_id": i, "reason": r} for t, i, r in self.redelivered
             ],
             "owed": self.owed,
+            "owed_to": [
+                {"graph": g, "owed": n} for g, n in sorted(self.owed_to.items(), key=graph_order)
+            ],
+            "not_held": [
+                {"thread_id": t, "interrupt_id": i, "reason": r} for t, i, r in self.not_held
+            ],
             "claims_settled": [
                 {"thread_id": t, "interrupt_id": i, "outcome": o} for t, i, o in self.claims_settled
             ],
@@ -138,9 +184,50 @@ class SweepReport:
             text += f"; {len(self.wake_failures)} wake-up(s) failed"
         if self.owed:
             text += f"; {self.owed} wake-up(s) {'owed' if self.dry_run else 'still owed'}"
+            if self.owed_to:
+                text += " (" + ", ".join(
+                    f"{n} to {graph_label(g)}" for g, n in sorted(self.owed_to.items(), key=graph_order)
+                ) + ")"
         if self.claims_settled:
             text += f"; settled {len(self.claims_settled)} abandoned answer(s)"
         return text
+
+    def owed_advice(self) -> str | None:
+        """To which graphs the wake-ups still owed are owed, and what an operator can do
+        about them (None when none is owed)."""
+        if not self.owed:
+            return None
+        owed_to = ", ".join(
+            f"{n} to {graph_label(g)}" for g, n in sorted(self.owed_to.items(), key=graph_order)
+        )
+        named = [g for g in self.owed_to if g is not None]
+        if not named:
+            drop = "--unnamed"
+        elif len(named) == 1 and _PLAIN_NAME.fullmatch(named[0]):
+            drop = f"--graph {named[0]}"
+        else:
+            drop = "--graph NAME"
+        unnamed = (
+            "; one owed to no named graph is delivered by the graph whose checkpointer holds "
+            "its thread, and dropped with --unnamed"
+            if None in self.owed_to and named
+            else ""
+        )
+        return (
+            f"{self.owed} wake-up(s) still owed ({owed_to}): deliver them with "
+            "`symfonic-store sweep --graph MODULE:ATTR` of that graph, or give them up with "
+            f"`symfonic-store wakeups --drop {drop} --actor WHO`{unnamed} (`symfonic-store "
+            "wakeups` lists them)"
+        )
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+"""A graph name the advice can show as it is in a shell command (else ``NAME``)."""
+
+
+def graph_order(item: tuple[str | None, int]) -> tuple[bool, str]:
+    """Sort key of ``(graph, count)`` pairs: by name, the unnamed last."""
+    return (item[0] is None, item[0] or "")
 
 
 @dataclass(slots=True)
@@ -150,6 +237,8 @@ class SweepBatch:
     """The keyset cursor for the next batch; None when there is nothing further."""
     last_key: tuple[str, str] | None = None
     """The ``(thread_id, interrupt_id)`` cursor of a batch of LangGraph interrupts."""
+    to_wake: list[Expiry] = field(default_factory=list)
+    """The expiries whose wake-up this sweep holds, to deliver now (owed to its graph)."""
 
 
 @dataclass(slots=True)
@@ -219,17 +308,26 @@ def sweep_batch(
                     "attempts": 0,
                     "claimed_by": None if claim is None else claim.id,
                     "claimed_until": None if claim is None else now + WAKE_LEASE_SECONDS,
+                    "graph": None,  # a seed marker's mint names no graph
                 }
             )
     flush(conn, writers)
     # In the expiries' own transaction: committed together, or not at all.
     insert_wakeups(conn, owed)
     last = candidates[-1].thread_id if len(candidates) == batch_size else None
-    return SweepBatch(expired, last)
+    return SweepBatch(expired, last, to_wake=[] if claim is None or dry_run else list(expired))
 
 
-def _owed_row(w: ThreadWriter, event: Any, reason: str, claim: WakeClaim | None, now: float) -> dict[str, Any]:
+def _owed_row(
+    w: ThreadWriter,
+    event: Any,
+    reason: str,
+    claim: WakeClaim | None,
+    now: float,
+    graph: str | None,
+) -> dict[str, Any]:
     return {
+        "graph": graph,
         "thread_id": w.thread_id,
         "interrupt_id": event.interrupt_id,
         "reason": reason,
@@ -250,11 +348,14 @@ def sweep_native_batch(
     dry_run: bool,
     thread_ids: Sequence[str] | None = None,
     claim: WakeClaim | None = None,
+    graph: str | None = None,
 ) -> SweepBatch:
     """As :func:`sweep_batch`, for open LangGraph interrupts older than the TTL.
 
     An interrupt with an answer in flight (a gateway claim) is left alone: its graph
-    run settles it. Keyset-paged on ``(thread_id, interrupt_id)``.
+    run settles it. Keyset-paged on ``(thread_id, interrupt_id)``. Each wake-up is owed
+    to the graph its mint named; ``claim`` holds only those owed to ``graph`` (the
+    sweep's, see :func:`owes`) -- the others stay owed to their own graph.
     """
     now = time.time()
     rows = stale_open_interrupts(
@@ -268,6 +369,7 @@ def sweep_native_batch(
     writers: dict[str, ThreadWriter] = {}
     still_open: dict[str, set[str]] = {}
     owed: list[dict[str, Any]] = []
+    to_wake: list[Expiry] = []
     for row in rows:
         if not now - row["minted_at"] > ttl_seconds:  # the predicate's rule (P4)
             continue
@@ -288,12 +390,15 @@ def sweep_native_batch(
         event = w.append(
             EXPIRED, interrupt_id=row["interrupt_id"], data={"reason": "ttl", "detected_by": "sweep"}
         )
-        owed.append(_owed_row(w, event, "ttl", claim, now))
+        ours = claim is not None and owes(graph, row["graph"])
+        owed.append(_owed_row(w, event, "ttl", claim if ours else None, now, row["graph"]))
+        if ours:
+            to_wake.append(expired[-1])
     flush(conn, list(writers.values()))
     if owed:
         insert_wakeups(conn, owed)
     last = (rows[-1]["thread_id"], rows[-1]["interrupt_id"]) if len(rows) == batch_size else None
-    return SweepBatch(expired, None, last)
+    return SweepBatch(expired, None, last, to_wake)
 
 
 def claim_owed(
@@ -303,10 +408,14 @@ def claim_owed(
     after: tuple[str, str],
     limit: int,
     thread_ids: Sequence[str] | None,
+    graph: str | None = None,
 ) -> list[Expiry]:
-    """Take hold of up to ``limit`` owed wake-ups nobody holds, after the keyset ``after``."""
+    """Take hold of up to ``limit`` owed wake-ups nobody holds, after the keyset ``after``
+    (with ``graph``, only those owed to it or to no named graph)."""
     now = time.time()
-    owed = claimable_wakeups(conn, now=now, after=after, limit=limit, thread_ids=thread_ids)
+    owed = claimable_wakeups(
+        conn, now=now, after=after, limit=limit, thread_ids=thread_ids, graph=graph
+    )
     claim_wakeups(conn, [(t, i) for t, i, _ in owed], claim=claim.id, until=now + WAKE_LEASE_SECONDS)
     return owed
 
@@ -335,6 +444,6 @@ def let_go(conn: Connection, *, claim: WakeClaim) -> None:
     release_claims(conn, claim=claim.id)
 
 
-def count_owed(conn: Connection, *, thread_ids: Sequence[str] | None) -> int:
-    """How many wake-ups are owed (on ``thread_ids`` only, when given)."""
-    return count_wakeups(conn, thread_ids=thread_ids)
+def count_owed(conn: Connection, *, thread_ids: Sequence[str] | None) -> dict[str | None, int]:
+    """How many wake-ups are owed to each graph (on ``thread_ids`` only, when given)."""
+    return owed_by_graph(conn, thread_ids=thread_ids)

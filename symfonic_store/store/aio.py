@@ -247,6 +247,8 @@ class AsyncInterruptStore(Integrations):
     list_pending = _Operation(Operations.list_pending)
     open_interrupts = _Operation(Operations.open_interrupts)
     owed_wakeups = _Operation(Operations.owed_wakeups)
+    list_wakeups = _Operation(Operations.list_wakeups)
+    drop_wakeups = _Operation(Operations.drop_wakeups)
     history = _Operation(Operations.history)
     events = _Operation(Operations.events)
     iter_events = _Stream(Operations.iter_events)

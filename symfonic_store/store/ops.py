@@ -64,6 +64,7 @@ from ..protocol import PENDING_KEY, interrupt_pending_is_current, normalize_resp
 from ..services import archive as archiving
 from ..services import chain as chaining
 from ..services import evidence
+from ..services import wakeups as wakeup_service
 from ..services.archive import ArchiveResult
 from ..services.audit import AuditRecord, audit
 from ..services.evidence import Checkpoint, CheckpointProblem, CheckpointReport
@@ -71,6 +72,7 @@ from ..services.rebuild import Progress, rebuild
 from ..services.replay import Replay
 from ..services.sweep import (
     CLAIM_LEASE_SECONDS,
+    NOT_HELD,
     Expiry,
     SweepReport,
     WakeClaim,
@@ -259,11 +261,18 @@ def _wake(
     for thread_id, interrupt_id, reason in items:
         error: str | None = None
         try:
-            yield Call(on_expired, (thread_id, interrupt_id, reason))
+            woken = yield Call(on_expired, (thread_id, interrupt_id, reason))
         except Exception as exc:
             report.wake_failed(thread_id, interrupt_id, exc)
             error = report.wake_failures[-1][2]
         else:
+            if woken is NOT_HELD:  # another graph's thread: it stays owed, untouched
+                report.not_held.append((thread_id, interrupt_id, reason))
+                yield Op(
+                    partial(wakeup_service.let_go_of, thread_id=thread_id, interrupt_id=interrupt_id),
+                    write=True,
+                )
+                continue
             if owed_before:
                 report.redelivered.append((thread_id, interrupt_id, reason))
         yield Op(
@@ -305,8 +314,10 @@ def _deliver_owed(
     claim: WakeClaim,
     scope: tuple[str, ...] | None,
     size: int,
+    graph: str | None,
 ) -> Plan[None]:
-    """Deliver the wake-ups earlier sweeps still owe, each at most once in this sweep.
+    """Deliver the wake-ups earlier sweeps still owe (to ``graph``, or to no named graph,
+    when given), each at most once in this sweep.
 
     The keyset cursor only moves forward, so a wake-up whose callback fails again is
     left owed for the next sweep instead of being retried here in a loop.
@@ -314,7 +325,7 @@ def _deliver_owed(
     after = ("", "")
     while True:
         owed: list[Expiry] = yield Op(
-            partial(claim_owed, claim=claim, after=after, limit=size, thread_ids=scope),
+            partial(claim_owed, claim=claim, after=after, limit=size, thread_ids=scope, graph=graph),
             write=True,
         )
         yield from _wake(report, on_expired, claim, owed, owed_before=True)
@@ -682,6 +693,7 @@ class Operations:
         batch_size: int = 500,
         on_expired: OnExpired | None = None,
         thread_ids: list[str] | tuple[str, ...] | set[str] | frozenset[str] | None = None,
+        graph: str | None = None,
     ) -> Plan[SweepReport]:
         """Expire every stale pending interrupt (TTL passed or run moved on).
 
@@ -698,12 +710,21 @@ class Operations:
         callback), listed in ``redelivered``; ``owed`` counts what is still owed after
         it. A wake-up whose callback raises stays owed and is tried once per sweep.
 
+        A wake-up is owed to the graph whose name the interrupt's mint recorded.
+        ``graph`` names the graph ``on_expired`` wakes (a gateway's ``waker()`` names its
+        own): only wake-ups owed to it, or to no named graph, are handed to the
+        callback; the others stay owed (``owed_to`` says to whom). A callback that
+        returns :data:`~symfonic_store.NOT_HELD` (its graph's checkpointer does not hold
+        the thread) leaves that wake-up owed too, listed in ``not_held``. Without
+        ``graph`` the callback gets every wake-up.
+
         Each batch is its own transaction. A store error after a batch committed raises
         :class:`~symfonic_store.SweepIncompleteError`, whose ``report`` lists what was
         committed; when nothing was written the error itself is raised.
 
         Raises:
-            InvalidInputError: a bad TTL, batch size, dry-run flag, callback or thread ids.
+            InvalidInputError: a bad TTL, batch size, dry-run flag, callback, thread ids or
+                graph name.
             SweepIncompleteError: the sweep stopped partway (see above).
             DatabaseError, SchemaNotMigratedError: it failed before writing anything.
         """
@@ -717,13 +738,17 @@ class Operations:
             )
         ttl = self.ttl(ttl_seconds)
         only = validation.thread_ids(thread_ids)
+        if graph is None:
+            graph = getattr(on_expired, "graph_name", None)
+        if graph is not None:
+            graph = validation.required_id(graph, "graph")
         report = SweepReport(dry_run=dry_run, ttl_seconds=ttl, owed=0)
         wake = None if dry_run else on_expired
         claim = None if wake is None else WakeClaim()
         try:
             for scope in _scopes(only):
                 if wake is not None and claim is not None:
-                    yield from _deliver_owed(report, wake, claim, scope, size)
+                    yield from _deliver_owed(report, wake, claim, scope, size, graph)
                 settle = getattr(wake, "settle_claim", None)
                 if callable(settle):
                     yield from _settle_claims(report, settle, scope)
@@ -743,7 +768,7 @@ class Operations:
                     )
                     report.expired.extend(batch.expired)
                     if wake is not None and claim is not None:
-                        yield from _wake(report, wake, claim, batch.expired, owed_before=False)
+                        yield from _wake(report, wake, claim, batch.to_wake, owed_before=False)
                     if batch.last_thread is None:
                         break
                     after = batch.last_thread
@@ -759,17 +784,22 @@ class Operations:
                             dry_run=dry_run,
                             thread_ids=scope,
                             claim=claim,
+                            graph=graph,
                         ),
                         write=not dry_run,
                     )
                     report.expired.extend(nbatch.expired)
                     if wake is not None and claim is not None:
-                        yield from _wake(report, wake, claim, nbatch.expired, owed_before=False)
+                        yield from _wake(report, wake, claim, nbatch.to_wake, owed_before=False)
                     if nbatch.last_key is None:
                         break
                     native_after = nbatch.last_key
-                owed: int = yield Op(partial(count_owed, thread_ids=scope), write=False)
-                report.owed = (report.owed or 0) + owed
+                owed: dict[str | None, int] = yield Op(
+                    partial(count_owed, thread_ids=scope), write=False
+                )
+                report.owed = (report.owed or 0) + sum(owed.values())
+                for owed_graph, n in owed.items():
+                    report.owed_to[owed_graph] = report.owed_to.get(owed_graph, 0) + n
         except SymfonicStoreError as exc:
             # Batches are separate transactions: what committed stays committed, so the
             # caller must learn it even though a later batch failed.
@@ -784,6 +814,7 @@ class Operations:
                 raise  # nothing of this sweep was written or called, and that is known
             report.complete = False
             report.owed = None
+            report.owed_to = {}
             raise failed from None
         return report
 
@@ -893,9 +924,32 @@ class Operations:
 
     def owed_wakeups(self) -> Plan[int]:
         """How many wake-ups expiries still owe their graphs (delivered by the next sweep
-        with a callback; see :meth:`sweep`)."""
-        owed: int = yield Op(partial(count_owed, thread_ids=None), write=False)
-        return owed
+        with a callback; see :meth:`sweep`). Dropped ones are owed to nobody."""
+        owed: dict[str | None, int] = yield Op(partial(count_owed, thread_ids=None), write=False)
+        return sum(owed.values())
+
+    def list_wakeups(self) -> Plan[list[dict[str, Any]]]:
+        """The wake-ups still owed, by graph: dicts with ``graph`` (the name the mint
+        recorded, or None), ``thread_id``, ``interrupt_id``, ``reason``, ``expired_at``,
+        ``attempts`` and ``last_error``. Dropped ones are not listed."""
+        items: list[dict[str, Any]] = yield Op(wakeup_service.owed, write=False)
+        return items
+
+    def drop_wakeups(self, *, graph: str | None, actor: str) -> Plan[list[dict[str, Any]]]:
+        """Give up every wake-up owed to ``graph`` (None: those whose mint names no graph),
+        recording ``actor`` and the time in the wake-up table; returns them (as
+        :meth:`list_wakeups`). Dropped wake-ups are no longer owed, delivered or counted.
+
+        Raises:
+            InvalidInputError: a bad actor or graph name, or no wake-up is owed to ``graph``
+                (the message lists the graphs that are owed some); nothing was changed.
+        """
+        a = validation.required_id(actor, "actor")
+        g = None if graph is None else validation.required_id(graph, "graph")
+        dropped: list[dict[str, Any]] = yield Op(
+            partial(wakeup_service.drop, graph=g, actor=a), write=True
+        )
+        return dropped
 
     def history(self, thread_id: str) -> Plan[list[StoredEvent]]:
         """The thread's events in order."""

@@ -278,6 +278,8 @@ class InterruptStore(Integrations):
     list_pending = _Operation(Operations.list_pending)
     open_interrupts = _Operation(Operations.open_interrupts)
     owed_wakeups = _Operation(Operations.owed_wakeups)
+    list_wakeups = _Operation(Operations.list_wakeups)
+    drop_wakeups = _Operation(Operations.drop_wakeups)
     history = _Operation(Operations.history)
     events = _Operation(Operations.events)
     iter_events = _Stream(Operations.iter_events)

@@ -32,7 +32,7 @@ from ..render import (
 
 if TYPE_CHECKING:
 
-    pass
+    from ...services.sweep import SweepReport
 
 
 def import_graph(spec: str) -> Any:
@@ -80,10 +80,14 @@ class _Counting:
     def __init__(self, gateway: Any, woken: list[tuple[str, str]]) -> None:
         self.waker = gateway.waker()
         self.woken = woken
+        # The sweep hands this callback only what is owed to this graph (or to none).
+        self.graph_name = self.waker.graph_name
 
-    def __call__(self, thread_id: str, interrupt_id: str, reason: str) -> None:
-        if self.waker(thread_id, interrupt_id, reason):
+    def __call__(self, thread_id: str, interrupt_id: str, reason: str) -> Any:
+        outcome = self.waker(thread_id, interrupt_id, reason)
+        if outcome is True:
             self.woken.append((thread_id, interrupt_id))
+        return outcome  # NOT_HELD keeps the wake-up owed to the graph that holds the thread
 
     def settle_claim(self, thread_id: str, interrupt_id: str) -> Any:
         return self.waker.settle_claim(thread_id, interrupt_id)
@@ -97,7 +101,8 @@ def sweep(
         typer.Option(
             "--ttl",
             metavar="SECONDS",
-            help="Overrides the global --ttl.",
+            help="Overrides the global --ttl. With no TTL at all nothing expires by age "
+            "(only runs that moved on); a note on stderr says so.",
             show_default=False,
             parser=flag(seconds),
         ),
@@ -106,14 +111,24 @@ def sweep(
     batch_size: Annotated[int, typer.Option("--batch-size", metavar="N", parser=flag(count))] = 500,
     graph: Annotated[
         str | None,
-        typer.Option("--graph", metavar="MODULE:ATTR", help="Wake each expired thread's graph."),
+        typer.Option(
+            "--graph",
+            metavar="MODULE:ATTR",
+            help="Wake the graphs of the expired threads, and deliver the wake-ups owed to this "
+            "graph (by its name) or to no named graph when its checkpointer holds the thread.",
+        ),
     ] = None,
     output: Annotated[
         TableOrJson,
         typer.Option("--format", help="table or json.", parser=flag(choice(TableOrJson))),
     ] = TableOrJson.table,
 ) -> None:
-    """Expire every stale pending interrupt (the cron job)."""
+    """Expire every stale pending interrupt (the cron job).
+
+    Without a TTL (--ttl, SYMFONIC_STORE_TTL) only interrupts whose run moved on expire,
+    and a note on stderr says so. Lists what it expired (thread, interrupt, reason); a
+    note on stderr says to which graphs wake-ups are still owed and what to do.
+    """
     woken: list[tuple[str, str]] = []
     compiled = None if graph is None else import_graph(graph)
     stopped: SweepIncompleteError | None = None
@@ -131,13 +146,15 @@ def sweep(
         emit_json({**report.as_dict(), "woken": len(woken)})
     else:
         say(str(report) + (f"; woke {len(woken)} graph(s)" if graph is not None else ""))
-        if report.dry_run and report.expired:
-            # What a dry run is for: the interrupts it would expire, by id.
+        if report.expired:
+            # A cron log must say which interrupts went, not only how many.
             table(
-                f"{len(report.expired)} interrupt(s) would expire",
+                f"{len(report.expired)} interrupt(s) "
+                + ("would expire" if report.dry_run else "expired"),
                 ("thread", "interrupt", "reason"),
                 report.expired,
             )
+    _notes(ctx, report)
     if report.wake_failures:
         session = get_session(ctx)
         for thread_id, interrupt_id, error in report.wake_failures:
@@ -154,3 +171,20 @@ def sweep(
         raise Problem(
             f"{len(report.wake_failures)} graph wake-up(s) failed; the interrupts stay expired"
         )
+
+
+def _notes(ctx: typer.Context, report: SweepReport) -> None:
+    """What an operator must notice, on stderr (the exit code stays the report's)."""
+    notes = []
+    if report.ttl_seconds is None:
+        # A cron line that forgot --ttl would otherwise expire nothing by age, silently.
+        notes.append(
+            "no TTL configured (--ttl or SYMFONIC_STORE_TTL): only interrupts whose run "
+            "moved on (run_id) were expired; nothing expires by age"
+        )
+    advice = report.owed_advice()
+    if advice is not None:
+        notes.append(advice)
+    session = get_session(ctx)
+    for note in notes:
+        sys.stderr.write(session.redact(f"{PROG}: note: {note}") + "\n")
