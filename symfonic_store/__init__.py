@@ -51,6 +51,7 @@ from .protocol import (
 )
 
 if TYPE_CHECKING:
+    from .decisions import DecisionRule
     from .langgraph import (
         InterruptGateway,
         InterruptRequest,
@@ -78,6 +79,7 @@ _LAZY = {
     "AsyncInterruptStore": "store",
     "InterruptStore": "store",
     "AuditRecord": "services.audit",
+    "DecisionRule": "decisions",
     "SweepReport": "services.sweep",
     "ReaderLag": "store.ops",
     "BrokenLink": "services.verify",
@@ -117,6 +119,7 @@ __all__ = [
     "AsyncInterruptStore",
     "AuditRecord",
     "BrokenLink",
+    "DecisionRule",
     "InterruptStore",
     "ReaderLag",
     "StoredEvent",

@@ -12,7 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from service_rig import BACKENDS, Served, answer_path, digest_of, mint, serve, served_database, write_tokens
+from service_rig import (
+    BACKENDS,
+    Served,
+    answer_path,
+    digest_of,
+    mint,
+    serve,
+    served_database,
+    write_tokens,
+)
 
 from symfonic_store import InterruptStore
 from symfonic_store.events import MINTED
