@@ -53,6 +53,7 @@ from .protocol import (
 )
 
 if TYPE_CHECKING:
+    from .decisions import DecisionRule
     from .langgraph import (
         InterruptGateway,
         InterruptRequest,
@@ -80,6 +81,7 @@ _LAZY = {
     "AsyncInterruptStore": "store",
     "InterruptStore": "store",
     "AuditRecord": "services.audit",
+    "DecisionRule": "decisions",
     "SweepReport": "services.sweep",
     "NOT_HELD": "services.sweep",
     "ReaderLag": "store.ops",
@@ -121,6 +123,7 @@ __all__ = [
     "AsyncInterruptStore",
     "AuditRecord",
     "BrokenLink",
+    "DecisionRule",
     "InterruptStore",
     "ReaderLag",
     "StoredEvent",

@@ -8,20 +8,22 @@ recomputes them from the hashed ``data``. The hash chain does not cover them (th
 the event, only a copy of part of it): a copy that disagrees with its event's data is
 reported by ``verify``, so nobody changes "who approved what" through them unnoticed.
 
-========================  ====================  =============================================
-column                    set on                value
-========================  ====================  =============================================
-``audit_name``            ``interrupt.minted``  ``data["name"]``
-``audit_payload``         ``interrupt.minted``  ``data["payload"]`` (JSON, the same text)
-``audit_minted_at``       ``interrupt.minted``  the marker's ``minted_at`` as a UTC datetime,
-                                                else ``occurred_at``
-``audit_native``          ``interrupt.minted``  a LangGraph interrupt (SPEC §8), not a marker
-``audit_response``        ``interrupt.resumed`` ``data["response"]`` (JSON)
-``audit_decisions``       ``interrupt.resumed`` ``data["decisions"]``, or ``[data["decision"]]``
-``audit_reason``          ``interrupt.expired`` ``data["reason"]``; on
-                          ``…resume_rejected``  ``data["why"]``
-``audit_error``           ``…resume_rejected``  ``data["error"]``
-========================  ====================  =============================================
+=========================  ====================  =============================================
+column                     set on                value
+=========================  ====================  =============================================
+``audit_name``             ``interrupt.minted``  ``data["name"]``
+``audit_payload``          ``interrupt.minted``  ``data["payload"]`` (JSON, the same text)
+``audit_minted_at``        ``interrupt.minted``  the marker's ``minted_at`` as a UTC datetime,
+                                                 else ``occurred_at``
+``audit_native``           ``interrupt.minted``  a LangGraph interrupt (SPEC §8), not a marker
+``audit_response``         ``interrupt.resumed`` ``data["response"]`` (JSON)
+``audit_decisions``        ``interrupt.resumed`` ``data["decisions"]``, or ``[data["decision"]]``
+``audit_reason``           ``interrupt.expired`` ``data["reason"]``; on
+                           ``…resume_rejected``  ``data["why"]``
+``audit_error``            ``…resume_rejected``  ``data["error"]``
+``audit_authenticated_by`` ``interrupt.resumed`` ``data["authenticated_by"]`` (since
+                                                 ``0014_decision_audit``)
+=========================  ====================  =============================================
 
 Every other cell is NULL.
 """
@@ -43,6 +45,7 @@ AUDIT_COLUMNS: Final = (
     "audit_decisions",
     "audit_reason",
     "audit_error",
+    "audit_authenticated_by",
 )
 JSON_COPIES: Final = (("audit_payload", "payload"), ("audit_response", "response"))
 """``(column, key of data)``: JSON columns holding one top-level value of the data as it
@@ -80,7 +83,13 @@ def derive(type: str, data: dict[str, Any], occurred_at: datetime) -> dict[str, 
             decisions = [data["decision"]]
         else:
             decisions = None
-        return {**_NONE, "audit_response": data.get("response"), "audit_decisions": decisions}
+        authenticated_by = data.get("authenticated_by")
+        return {
+            **_NONE,
+            "audit_response": data.get("response"),
+            "audit_decisions": decisions,
+            "audit_authenticated_by": authenticated_by if isinstance(authenticated_by, str) else None,
+        }
     if type == EXPIRED:
         return {**_NONE, "audit_reason": data.get("reason")}
     if type == RESUME_REJECTED:

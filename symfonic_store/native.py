@@ -85,12 +85,13 @@ def decisions(payload: Any, response: Any, *, breakpoint: bool = False) -> list[
     """The decision type of an answer: one per action request of a ``HITLRequest``.
 
     ``approve``/``edit``/``reject``/``respond`` for HITL middleware, ``accept``/``edit``/
-    ``response``/``ignore`` for an Agent Inbox ``HumanResponse``, ``approved``/
-    ``rejected`` for a breakpoint, else None.
+    ``response``/``ignore`` for an Agent Inbox ``HumanResponse``, ``approve``/
+    ``reject`` for a breakpoint (earlier releases recorded ``approved``/``rejected``),
+    else None.
     """
     if breakpoint:
         approved = isinstance(response, Mapping) and response.get("approved") is True
-        return ["approved" if approved else "rejected"]
+        return ["approve" if approved else "reject"]
     requests = action_requests(payload)
     if requests is not None:
         answers = response.get("decisions") if isinstance(response, Mapping) else None

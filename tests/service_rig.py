@@ -63,9 +63,11 @@ def _pump(stream: Any, sink: Any) -> None:
 
 
 @contextmanager
-def serve(db_url: str, *flags: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> Iterator[Served]:
-    """``symfonic-store --db db_url serve --port 0 flags...`` as a process, until the block ends."""
-    command = [sys.executable, "-m", "symfonic_store.cli", "--db", db_url, "serve", "--port", "0",
+def serve(db_url: str, *flags: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+          options: tuple[str, ...] = ()) -> Iterator[Served]:
+    """``symfonic-store --db db_url options... serve --port 0 flags...`` as a process, until
+    the block ends (``options``: global ones, such as ``--decisions``)."""
+    command = [sys.executable, "-m", "symfonic_store.cli", "--db", db_url, *options, "serve", "--port", "0",
                "--no-access-log", *flags]
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",

@@ -368,7 +368,7 @@ def test_odd_thread_ids_are_stored_and_read_back_verbatim(store: InterruptStore)
         assert [e.thread_id for e in history] == [thread_id, thread_id]
         assert history[0].interrupt_id == interrupt_id
         assert history[1].actor == actor
-        assert history[1].data == {"response": {"note": thread_id}}
+        assert history[1].data == {"response": {"note": thread_id}, "decision": None}  # SPEC §12
         records = store.audit(thread_id=thread_id)
         assert [(r.thread_id, r.interrupt_id, r.actor) for r in records] == [
             (thread_id, interrupt_id, actor)

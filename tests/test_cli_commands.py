@@ -31,6 +31,10 @@ AUDIT_NAMES = [
     "decision",
     "action",
     "action_index",
+    # appended by SPEC §12, in this order, after the earlier names
+    "requested_by",
+    "decision_source",
+    "authenticated_by",
 ]
 EVENT_COLUMNS = {
     "position",

@@ -257,9 +257,9 @@ async def test_a_rejected_breakpoint_does_not_run_the_wire(db_url: str, driver: 
         assert gate.wires.sent == []
         assert (await gate.state("t-bp")).next == ("wire",)
         (resumed,) = of_type(await gate.history("t-bp"), "interrupt.resumed")
-        assert resumed.actor == "bob" and resumed.data["decision"] == "rejected"
+        assert resumed.actor == "bob" and resumed.data["decision"] == "reject"
         (record,) = await gate.s("audit", thread_id="t-bp")
-        assert (record.outcome, record.decision, record.actor) == ("resumed", "rejected", "bob")
+        assert (record.outcome, record.decision, record.actor) == ("resumed", "reject", "bob")
         with pytest.raises(InterruptAlreadyResolvedError):
             await gate.answer("t-bp", opened["interrupt_id"], {"approved": True}, "mallory")
         assert gate.wires.sent == []
@@ -274,7 +274,7 @@ async def test_an_approved_breakpoint_runs_the_node_once(db_url: str, driver: st
         out = await gate.answer("t-bp-ok", opened["interrupt_id"], {"approved": True}, "alice")
         assert out["done"] == ["plan", "wire"] and gate.wires.sent == [999]
         (resumed,) = of_type(await gate.history("t-bp-ok"), "interrupt.resumed")
-        assert resumed.data["decision"] == "approved"
+        assert resumed.data["decision"] == "approve"
         assert await gate.open("t-bp-ok") == []
 
 

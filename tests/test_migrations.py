@@ -585,3 +585,45 @@ def test_downgrading_below_0013_refuses_while_a_dropped_wake_up_is_recorded(
     with InterruptStore(db_url) as store:
         assert [w["thread_id"] for w in store.list_wakeups()] == ["t-marker"]
         assert store.owed_wakeups() == 1
+
+
+# --- 0014: how the answerer was authenticated, a claim's decision ---------------------------
+
+
+def _columns(engine: Engine, table: str) -> set[str]:
+    with engine.connect() as conn:
+        return {c["name"] for c in sa.inspect(conn).get_columns(table)}
+
+
+def test_0014_round_trips_and_fills_authenticated_by_from_the_hashed_data(engine: Engine, db_url: str) -> None:
+    """Down to 0012 and up again (twice): the column comes back filled from the answers' data, audit() and verify() agree, a claim in flight still settles with its decision."""
+    from symfonic_store import build_interrupt_marker
+
+    migrate(engine, "up", "head")
+    with InterruptStore(db_url) as store:
+        rich_log(store)
+        store.mint("t-s", build_interrupt_marker(name="refund", interrupt_id="i-s", payload={"amount": 1}), actor="agent")
+        store.resume("t-s", "i-s", {"approved": False}, actor="alice", authenticated_by="service:jwt")
+        store.record_waiting("t-c", [{"interrupt_id": "c" * 32, "value": {"type": "tool_approval", "name": "wire"},
+                                      "task_id": "t1", "checkpoint_id": "cp", "checkpoint_ns": "", "breakpoint": False}])
+        store.claim("t-c", "c" * 32, {"type": "approve"}, actor="carol", authenticated_by="service:tokens")
+        before = store.audit()
+    assert [r.authenticated_by for r in before if r.thread_id == "t-s"] == ["service:jwt"]
+    for _ in range(2):
+        migrate(engine, "down", "0012_archived_read_keys")
+        assert "audit_authenticated_by" not in _columns(engine, EVENTS_TABLE)
+        assert not {"authenticated_by", "decided"} & _columns(engine, CLAIMS_TABLE)
+        assert layout(engine)["triggers"] == expected_triggers(engine)
+        migrate(engine, "up", "head")
+        assert layout(engine)["triggers"] == expected_triggers(engine)
+        with InterruptStore(db_url) as store:
+            assert store.audit() == before
+            report = store.verify()
+            assert report.ok, str(report)
+    with InterruptStore(db_url) as store:
+        assert store.confirm("t-c", "c" * 32)  # the claim lost what it held: the built-in rules decide
+        (resumed,) = [e for e in store.history("t-c") if e.type == "interrupt.resumed"]
+        assert resumed.data["decision"] == "approve" and "authenticated_by" not in resumed.data
+        assert store.verify().ok
+    with engine.connect() as conn, pytest.raises(sa.exc.DBAPIError, match="append-only"):
+        conn.execute(sa.update(events).values(audit_authenticated_by="forged"))

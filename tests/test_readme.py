@@ -36,6 +36,7 @@ def test_readme_python_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert 'The approver said: {"approved": true}' in out
     assert "alice" in out
     assert "sweep expired" in out
+    assert "escalate recorded agent" in out  # the decisions function's word, in the audit
 
 
 def test_readme_graph_module_only_builds_the_graph(tmp_path: Path) -> None:

@@ -334,7 +334,7 @@ def test_a_native_interrupt_is_answered_through_the_graph_and_its_side_effect_ru
         done = client.post(answer_path(t, i), json={"response": {"approved": True}, "digest": listed[0]["digest"]})
         assert done.status_code == 200, done.text
         shown = client.get(f"/api/interrupts/{t}/{i}").json()
-    assert done.json() == {"outcome": "resumed", "actor": "approver5", "waiting": []}
+    assert done.json() == {"outcome": "resumed", "actor": "approver5", "decision": "approve", "waiting": []}
     assert wired(site.folder) == before + 1
     assert (shown["status"], shown["resolved_by"], shown["requested_by"]) == ("resumed", "approver5", "requester")
     state = site.graphs.graph.get_state({"configurable": {"thread_id": t}})

@@ -227,6 +227,8 @@ def test_jwts_signed_by_either_key_are_accepted_and_name_the_approver(jwt_site: 
             done = client.post(answer_path(t, i), json={"response": {}, "digest": digest_of(site.store, t, i)})
         assert done.status_code == 200 and done.json()["actor"] == who
         assert [e.actor for e in site.store.history(t) if e.type == RESUMED] == [who]
+        (record,) = site.store.audit(thread_id=t)
+        assert (record.requested_by, record.authenticated_by) == ("agent", "service:jwt")
 
 
 def test_expired_foreign_or_misaddressed_jwts_are_401_and_roles_come_from_the_claim(jwt_site: JwtSite) -> None:
@@ -304,6 +306,7 @@ def test_the_trusted_header_names_the_approver_only_from_the_proxy(header_site: 
     assert done.status_code == 200 and done.json()["actor"] == "hank"
     (record,) = site.store.audit(thread_id=t)
     assert (record.outcome, record.actor) == ("resumed", "hank")
+    assert (record.requested_by, record.authenticated_by) == ("agent", "service:trusted-header")
 
 
 def test_an_api_answer_that_is_not_json_typed_is_415_even_with_the_proxy_header(header_site: HeaderSite) -> None:

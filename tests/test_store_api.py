@@ -191,7 +191,7 @@ def test_history_has_the_event_columns_in_order(store: InterruptStore) -> None:
     assert routed.type == ROUTE_DECIDED
     assert routed.data == {"route": "interrupt", "interrupt_id": "i-1", "reason": None}
     assert (resumed.type, resumed.actor, resumed.data) == (
-        RESUMED, "alice", {"response": {"approved": True}},
+        RESUMED, "alice", {"response": {"approved": True}, "decision": "approve"},  # SPEC §12
     )
     for event in (minted, routed, resumed):
         assert event.thread_id == "t-1"
@@ -473,7 +473,7 @@ async def test_async_store_mints_resumes_and_reads_like_the_sync_store(
     history = await astore.history("t-1")
     assert [e.type for e in history] == [MINTED, RESUMED, RESUME_REJECTED]
     assert [e.version for e in history] == [1, 2, 3]
-    assert history[1].data == {"response": {}}
+    assert history[1].data == {"response": {}, "decision": None}  # SPEC §12: no decision in {}
     assert await astore.state("t-1") == {"_interrupt_pending": None, "run_id": "run-1"}
     assert await astore.events(after=history[0].position) == history[1:]
     assert (await astore.verify()).ok

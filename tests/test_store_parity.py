@@ -119,3 +119,12 @@ async def test_the_streaming_methods_return_async_iterables_that_work(
     assert replayed == list(store.replay("t-1"))
     assert [event for event, _ in replayed] == events
     assert replayed[-1][1] == await astore.state("t-1")
+
+
+def test_both_stores_take_the_decisions_of_spec_12() -> None:
+    """decisions= on both constructors; audit(decision=), resume/claim(authenticated_by=) on both stores."""
+    for cls in (InterruptStore, AsyncInterruptStore):
+        assert inspect.signature(cls.__init__).parameters["decisions"].default is None
+        assert "decision" in inspect.signature(cls.audit).parameters
+        assert "authenticated_by" in inspect.signature(cls.resume).parameters
+        assert "authenticated_by" in inspect.signature(cls.claim).parameters

@@ -61,6 +61,8 @@ class Session:
 
     db: str | None = None
     ttl: float | None = None
+    decisions: str | None = None
+    """``--decisions MODULE:ATTR``: the store's decisions function (SPEC §12)."""
     traceback: bool = False
     secrets: set[str] = field(default_factory=set)
 
@@ -103,8 +105,17 @@ class Session:
         url = url or self.url()
         self.remember_password(url)
         check_database(url, create=create)
+        rule = None
+        if self.decisions is not None:
+            from .attributes import decision_rule
+
+            rule = decision_rule(self.decisions)
         try:
-            store = InterruptStore(url, ttl_seconds=self.ttl if ttl_seconds is None else ttl_seconds)
+            store = InterruptStore(
+                url,
+                ttl_seconds=self.ttl if ttl_seconds is None else ttl_seconds,
+                decisions=rule,
+            )
         except ImportError as exc:
             raise InvalidInputError(
                 "database URL",
@@ -321,6 +332,16 @@ def root(
             parser=flag(seconds),
         ),
     ] = None,
+    decisions: Annotated[
+        str | None,
+        typer.Option(
+            "--decisions",
+            metavar="MODULE:ATTR",
+            help="fn(name, response) -> decision word or None, asked first for what each "
+            "answer decided (else the built-in rules).",
+            show_default=False,
+        ),
+    ] = None,
     show_traceback: Annotated[
         bool, typer.Option("--traceback", help="Show the full traceback of an error.")
     ] = False,
@@ -335,6 +356,7 @@ def root(
     session = get_session(ctx)
     session.traceback = show_traceback
     session.db = db
+    session.decisions = decisions
     if db:
         session.remember_password(db)
     if ttl is None:

@@ -215,14 +215,14 @@ def audit_table(records: Sequence[AuditRecord]) -> None:
         say("no interrupts match")
         return
     rows = [
-        (r.minted_at, r.thread_id, r.interrupt_id, r.name, r.outcome, r.reason, r.actor,
-         r.response, r.resolved_at, len(r.attempts), r.payload)
+        (r.minted_at, r.thread_id, r.interrupt_id, r.name, r.outcome, r.decision, r.reason,
+         r.actor, r.response, r.resolved_at, len(r.attempts), r.payload)
         for r in records
     ]
     table(
         f"audit: {len(records)} interrupt(s)",
-        ("minted", "thread", "interrupt", "name", "outcome", "reason", "actor", "response",
-         "resolved", "attempts", "payload"),
+        ("minted", "thread", "interrupt", "name", "outcome", "decision", "reason", "actor",
+         "response", "resolved", "attempts", "payload"),
         rows,
         wide=("response", "payload"),
     )

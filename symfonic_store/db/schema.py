@@ -122,6 +122,7 @@ events = sa.Table(
     sa.Column("audit_decisions", sa.JSON(none_as_null=True), nullable=True),
     sa.Column("audit_reason", sa.Text(), nullable=True),
     sa.Column("audit_error", sa.Text(), nullable=True),
+    sa.Column("audit_authenticated_by", sa.Text(), nullable=True),
     sa.UniqueConstraint("thread_id", "version", name="uq_symfonic_events_thread_version"),
     sa.Index("ix_symfonic_events_interrupt", "thread_id", "interrupt_id"),
     sa.Index("ix_symfonic_events_actor", "actor", "occurred_at"),
@@ -208,6 +209,10 @@ claims = sa.Table(
     sa.Column("actor", sa.String(255), nullable=False),
     sa.Column("response", sa.JSON(), nullable=True),
     sa.Column("claimed_at", sa.Float(), nullable=False),
+    # How the service established ``actor`` (SPEC §12), and the decision the answer was
+    # admitted with, held until the claim settles into ``interrupt.resumed``.
+    sa.Column("authenticated_by", sa.String(255), nullable=True),
+    sa.Column("decided", sa.JSON(none_as_null=True), nullable=True),
 )
 
 # One row per sweep expiry whose wake-up (``on_expired``) is still owed: inserted in the

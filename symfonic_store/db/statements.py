@@ -735,6 +735,8 @@ def _audit_query(*, by_thread: bool, by_actor: bool) -> sa.Select[Any]:
             ending.c.audit_response,
             ending.c.audit_decisions,
             ending.c.occurred_at,
+            mint.c.actor,
+            ending.c.audit_authenticated_by,
         )
         .select_from(
             mint.outerjoin(
@@ -957,7 +959,12 @@ _WAITS_AT = sa.select(
     )
 )
 _LOAD_CLAIMS = sa.select(
-    claims.c.interrupt_id, claims.c.actor, claims.c.response, claims.c.claimed_at
+    claims.c.interrupt_id,
+    claims.c.actor,
+    claims.c.response,
+    claims.c.claimed_at,
+    claims.c.authenticated_by,
+    claims.c.decided,
 ).where(claims.c.thread_id == sa.bindparam("t"))
 _INSERT_CLAIM = claims.insert()
 _DELETE_CLAIM = claims.delete().where(
@@ -985,12 +992,27 @@ def claim_rows(conn: Connection, thread_id: str) -> dict[str, dict[str, Any]]:
     """The thread's claims in flight, by interrupt id."""
     rows = executor_for(conn).fetch(conn, _LOAD_CLAIMS, {"t": thread_id})
     return {
-        r[0]: {"actor": r[1], "response": r[2], "claimed_at": r[3]} for r in rows
+        r[0]: {
+            "actor": r[1],
+            "response": r[2],
+            "claimed_at": r[3],
+            "authenticated_by": r[4],
+            "decided": r[5],
+        }
+        for r in rows
     }
 
 
 def insert_claim(conn: Connection, row: dict[str, Any]) -> None:
-    executor_for(conn).write(conn, _INSERT_CLAIM, [row], ["thread_id", "interrupt_id", "actor", "response", "claimed_at"])
+    executor_for(conn).write(
+        conn,
+        _INSERT_CLAIM,
+        [row],
+        [
+            "thread_id", "interrupt_id", "actor", "response", "claimed_at",
+            "authenticated_by", "decided",
+        ],
+    )
 
 
 def delete_claim(conn: Connection, thread_id: str, interrupt_id: str) -> None:

@@ -277,15 +277,17 @@ class InterruptGateway:
         value: Any,
         actor: str,
         config: Mapping[str, Any] | None,
+        authenticated_by: str | None = None,
     ) -> _Plan:
         cfg = self._tag(_config(thread_id, actor, config))
+        who = {"actor": actor, "authenticated_by": authenticated_by}
         snapshot = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
         waiting = waiting_on(snapshot)
         marker = _marker_interrupt(waiting, interrupt_id)
         if marker is not None:
             # The seed node's own interrupt: the store's front door (N2), then the graph,
             # in the map form under LangGraph's id (other interrupts may be open too).
-            command = yield _Store("resume", (thread_id, interrupt_id, value), {"actor": actor})
+            command = yield _Store("resume", (thread_id, interrupt_id, value), who)
             result = yield _Graph(
                 "invoke", (Command(resume={marker["interrupt_id"]: command.resume}), cfg)
             )
@@ -294,7 +296,7 @@ class InterruptGateway:
         # What LangGraph waits on right now, recorded first: an id it is not waiting on
         # is then unknown, resolved or superseded in the store, and refused below.
         yield _Store("record_waiting", (thread_id, waiting), {"actor": None, "graph": self.name})
-        opened = yield _Store("claim", (thread_id, interrupt_id, value), {"actor": actor})
+        opened = yield _Store("claim", (thread_id, interrupt_id, value), who)
         target = next((w for w in waiting if w["interrupt_id"] == interrupt_id), None)
         if target is None:  # pragma: no cover - claim refuses what nobody waits on
             yield _Store("release", (thread_id, interrupt_id), {"error": "LangGraph is not waiting on it"})
@@ -337,7 +339,7 @@ class InterruptGateway:
         if not approved:
             # LangGraph ignores a resume value at a breakpoint and would run the node:
             # a refusal runs nothing, and the thread stays paused before the node.
-            yield _Store("confirm", (thread_id, interrupt_id), {"decision": "rejected"})
+            yield _Store("confirm", (thread_id, interrupt_id), {"decision": "reject"})
             return dict(getattr(snapshot, "values", {}) or {})
         try:
             result = yield _Graph("invoke", (None, cfg))
@@ -348,7 +350,7 @@ class InterruptGateway:
                 f"({_describe(exc)}); it stays open and the attempt is recorded",
                 thread_id=thread_id, interrupt_id=interrupt_id, error=_describe(exc),
             ) from exc
-        yield _Store("confirm", (thread_id, interrupt_id), {"decision": "approved"})
+        yield _Store("confirm", (thread_id, interrupt_id), {"decision": "approve"})
         yield from self._record(cfg)
         return result
 
@@ -455,6 +457,7 @@ class InterruptGateway:
         *,
         actor: str,
         config: Mapping[str, Any] | None = None,
+        authenticated_by: str | None = None,
     ) -> Any:
         """Admit ``value`` for the interrupt exactly once, resume the graph, return its result.
 
@@ -462,7 +465,8 @@ class InterruptGateway:
         (``Command(resume={interrupt_id: value})``), so several open interrupts of a
         thread are each answerable; a breakpoint continues (``invoke(None)``) only on
         ``{"approved": true}``; the seed marker's interrupt goes through
-        ``store.resume`` (N2). ``actor`` is recorded as given: the caller vouches for it.
+        ``store.resume`` (N2). ``actor`` is recorded as given: the caller vouches for it
+        (``authenticated_by``: how a service established it, e.g. ``service:jwt``).
 
         Raises:
             UnknownInterruptError, InterruptAlreadyResolvedError, InterruptExpiredError,
@@ -470,9 +474,11 @@ class InterruptGateway:
             InterruptInProgressError: another answer holds the claim (recorded).
             AnswerNotTakenError: the graph raised on the answer or left the interrupt
                 pending; recorded as ``not_taken``; the interrupt stays open.
+            InvalidInputError: the store's decisions function refused the answer
+                (nothing recorded; the graph does not run).
         """
         t, i, a = self._answer_args(thread_id, interrupt_id, actor)
-        return self._drive(self._answer(t, i, value, a, config))
+        return self._drive(self._answer(t, i, value, a, config, authenticated_by))
 
     async def aanswer(
         self,
@@ -482,10 +488,11 @@ class InterruptGateway:
         *,
         actor: str,
         config: Mapping[str, Any] | None = None,
+        authenticated_by: str | None = None,
     ) -> Any:
         """As :meth:`answer`, through the graph's async API (``ainvoke``, ``aget_state``)."""
         t, i, a = self._answer_args(thread_id, interrupt_id, actor)
-        return await self._adrive(self._answer(t, i, value, a, config))
+        return await self._adrive(self._answer(t, i, value, a, config, authenticated_by))
 
     @staticmethod
     def _answer_args(thread_id: Any, interrupt_id: Any, actor: Any) -> tuple[str, str, str]:

@@ -214,6 +214,7 @@ async def audit(request: Request) -> Response:
             actor=query(request, "actor"),
             since=query(request, "since"),
             until=query(request, "until"),
+            decision=query(request, "decision"),
         )
         after = query(request, "after")
         bound = None if after is None else decode_cursor(after, 4)

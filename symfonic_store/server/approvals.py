@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .. import native
+from ..decisions import reported
 from ..errors import (
     AnswerNotTakenError,
     DatabaseError,
@@ -266,6 +267,17 @@ class Approvals:
             None,
         )
 
+    def _decided(self, thread_id: str, interrupt_id: str) -> dict[str, Any]:
+        """What the admitted answer recorded as decided (SPEC §12): ``decision``, and
+        ``decisions`` (one per action request) for a batched HITL request."""
+        ending = self._ending(thread_id, interrupt_id)
+        data = {} if ending is None or ending.type != RESUMED else ending.data
+        found = data.get("decisions")
+        if isinstance(found, list):
+            words = [reported(w) for w in found]
+            return {"decision": words[0] if len(set(words)) == 1 else None, "decisions": words}
+        return {"decision": reported(data.get("decision"))}
+
     def answer(
         self, principal: Principal, thread_id: str, interrupt_id: str, response: Any, digest: str
     ) -> Result:
@@ -310,17 +322,26 @@ class Approvals:
                 return _error(400, str(exc))
             return _error(403, f"not allowed: {why}; the refusal has been recorded")
         try:
+            by = principal.authenticated_by
             if gate is not None:
-                gate.answer(thread_id, interrupt_id, response, actor=principal.name)
+                gate.answer(
+                    thread_id, interrupt_id, response, actor=principal.name, authenticated_by=by
+                )
                 waiting = [
                     {"interrupt_id": o["interrupt_id"], "name": o["name"]}
                     for o in self.store.open_interrupts(thread_id)
                 ]
-                return Result(200, {"outcome": "resumed", "actor": principal.name, "waiting": waiting})
-            command = self.store.resume(thread_id, interrupt_id, response, actor=principal.name)
-            return Result(
-                200, {"outcome": "resumed", "actor": principal.name, "resume": command.resume}
+                return Result(200, {
+                    "outcome": "resumed", "actor": principal.name,
+                    **self._decided(thread_id, interrupt_id), "waiting": waiting,
+                })
+            command = self.store.resume(
+                thread_id, interrupt_id, response, actor=principal.name, authenticated_by=by
             )
+            return Result(200, {
+                "outcome": "resumed", "actor": principal.name,
+                **self._decided(thread_id, interrupt_id), "resume": command.resume,
+            })
         except InterruptInProgressError as exc:
             return _error(
                 409,

@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
+
+AUTHENTICATED_BY: Final = {
+    "tokens": "service:tokens",
+    "jwt": "service:jwt",
+    "header": "service:trusted-header",
+}
+"""What an answer records as ``authenticated_by`` (SPEC §12), per authentication mode."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -11,3 +19,5 @@ class Principal:
 
     name: str
     roles: frozenset[str] = frozenset()
+    authenticated_by: str | None = None
+    """How the service established ``name`` (``service:jwt``...), recorded with answers."""

@@ -4,7 +4,7 @@ and the principal of a request."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
@@ -14,7 +14,7 @@ from .approvals import Approvals
 from .auth import Authenticator, Network
 from .limits import RateLimits, SlidingWindow
 from .metrics import ServiceMetrics
-from .principal import Principal
+from .principal import AUTHENTICATED_BY, Principal
 from .sessions import SESSION_COOKIE, Sessions
 
 
@@ -81,14 +81,16 @@ def principal(conn: HTTPConnection, *, session: bool) -> Principal | None:
     sent but fail never fall back to the session."""
     svc = service(conn)
     found = svc.auth.from_request(conn)
-    if found is not None:
-        return found
-    if svc.auth.credentials_sent(conn) or not session or not svc.auth.form_sign_in:
+    if found is None and not (
+        svc.auth.credentials_sent(conn) or not session or not svc.auth.form_sign_in
+    ):
+        opened = svc.sessions.read(conn.cookies.get(SESSION_COOKIE))
+        if opened is not None:
+            found = svc.auth.from_session(opened.name, opened.roles, opened.binding)
+    if found is None:
         return None
-    opened = svc.sessions.read(conn.cookies.get(SESSION_COOKIE))
-    if opened is None:
-        return None
-    return svc.auth.from_session(opened.name, opened.roles, opened.binding)
+    # A session was opened with this mode's credentials: the same mode established it.
+    return replace(found, authenticated_by=AUTHENTICATED_BY.get(svc.auth.mode))
 
 
 def app_path(conn: HTTPConnection) -> bytes:

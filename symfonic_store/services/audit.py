@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection
 
 from .. import native
 from ..db.statements import audit_rows
+from ..decisions import builtin, reported
 from ..events import RESUMED
 
 AUDIT_FIELDS = (
@@ -29,6 +30,9 @@ AUDIT_FIELDS = (
     "decision",
     "action",
     "action_index",
+    "requested_by",
+    "decision_source",
+    "authenticated_by",
 )
 
 
@@ -53,13 +57,24 @@ class AuditRecord:
     ``{"actor", "why", "error", "at"}``, ``error`` None unless the refusal names one,
     ``at`` a timezone-aware UTC datetime."""
     decision: str | None = None
-    """The answer's decision type (SPEC §8): ``approve``/``edit``/``reject``/``respond``
-    (HITL middleware), ``accept``/``edit``/``response``/``ignore`` (Agent Inbox),
-    ``approved``/``rejected`` (a breakpoint), else None."""
+    """What the answer decided (SPEC §12): ``approve``/``reject``/``edit``/``respond``
+    (HITL middleware, breakpoints, ``{"approved": bool}``), ``accept``/``edit``/
+    ``response``/``ignore`` (Agent Inbox), a word of the store's decisions function,
+    else None. A breakpoint's ``approved``/``rejected`` of earlier releases reads as
+    ``approve``/``reject``."""
     action: Any = None
     """For a batched HITL request: the action request this record is about."""
     action_index: int | None = None
     """For a batched HITL request: the action request's index (records share the id)."""
+    requested_by: str | None = None
+    """The mint's actor: who (or what) asked."""
+    decision_source: str | None = None
+    """``recorded`` (in the answer's hashed data), ``derived`` (the answer recorded none:
+    the built-in rules applied at read time), or None (no decision)."""
+    authenticated_by: str | None = None
+    """How the answering actor was established: ``service:tokens``, ``service:jwt``,
+    ``service:trusted-header``, ``agent-server``; None when a caller of the Python API
+    or the CLI asserted it."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: datetimes as ISO 8601 UTC."""
@@ -78,6 +93,9 @@ class AuditRecord:
             "decision": self.decision,
             "action": self.action,
             "action_index": self.action_index,
+            "requested_by": self.requested_by,
+            "decision_source": self.decision_source,
+            "authenticated_by": self.authenticated_by,
         }
 
     def as_csv_row(self) -> list[str]:
@@ -96,11 +114,22 @@ class AuditRecord:
 _MINTED_AT = attrgetter("minted_at")
 
 
-def _decisions(native_mint: bool, end_type: str | None, decisions: list[Any] | None) -> list[Any]:
-    """The decision types the answer recorded (LangGraph interrupts only)."""
-    if end_type != RESUMED or not native_mint:
-        return []
-    return [None] if decisions is None else decisions
+def _decided(
+    stored: list[Any] | None,
+    index: int,
+    payload: Any,
+    response: Any,
+    interrupt_id: str,
+    derived: list[list[str | None]],
+) -> tuple[str | None, str | None]:
+    """``(decision, decision_source)`` of an answer's ``index``-th decision."""
+    word = stored[index] if stored is not None and index < len(stored) else None
+    if isinstance(word, str):
+        return reported(word), "recorded"
+    if not derived:  # once per answer, and only for one that recorded no decision
+        derived.append(builtin(payload, response, breakpoint=native.is_breakpoint(interrupt_id)))
+    found = derived[0][index] if index < len(derived[0]) else None
+    return (found, "derived") if found is not None else (None, None)
 
 
 def audit(
@@ -110,9 +139,11 @@ def audit(
     actor: str | None,
     since: datetime | None,
     until: datetime | None,
+    decision: str | None = None,
 ) -> list[AuditRecord]:
     """One record per interrupt from the audit columns (SPEC §3 ``audit``), oldest mint
-    first; ``since``/``until`` bound ``minted_at``."""
+    first; ``since``/``until`` bound ``minted_at``; ``decision`` keeps the records whose
+    reported decision is exactly that."""
     # One more statement for every record's refused answers, grouped here: a query per
     # record would cost a round trip per interrupt (bench/audit.py: 10,000 of them).
     rows, attempt_rows = audit_rows(conn, thread_id=thread_id, actor=actor)
@@ -128,6 +159,7 @@ def audit(
     for (
         _position, t_id, i_id, name, payload, minted_at, native_mint,
         end_type, end_actor, end_reason, end_response, end_decisions, end_at,
+        requested_by, authenticated_by,
     ) in rows:
         if since is not None and minted_at < since:
             continue
@@ -140,27 +172,22 @@ def audit(
         else:
             outcome, reason, response = "expired", end_reason, None
         tried = attempts.get((t_id, i_id)) if attempts else None
-        if not native_mint:
+        derived: list[list[str | None]] = []
+        stored = end_decisions if isinstance(end_decisions, list) else None
+        requests = native.action_requests(payload) if native_mint else None
+        for index, action in enumerate(requests) if requests else ((0, None),):
+            if end_type == RESUMED:
+                word, source = _decided(stored, index, payload, response, i_id, derived)
+            else:
+                word, source = None, None
+            if decision is not None and word != decision:
+                continue
             append(AuditRecord(
                 t_id, i_id, name, payload, minted_at, outcome, reason, end_actor, response,
-                end_at, [] if tried is None else tried,
+                end_at, [] if tried is None else tried, word,
+                action if requests else None, index if requests else None,
+                requested_by, source, authenticated_by,
             ))
-            continue
-        found = _decisions(native_mint, end_type, end_decisions)
-        requests = native.action_requests(payload)
-        if requests:
-            # A batched HITL request: one record per action request, sharing the id.
-            for index, action in enumerate(requests):
-                decision = found[index] if index < len(found) else None
-                append(AuditRecord(
-                    t_id, i_id, name, payload, minted_at, outcome, reason, end_actor, response,
-                    end_at, [] if tried is None else tried, decision, action, index,
-                ))
-            continue
-        append(AuditRecord(
-            t_id, i_id, name, payload, minted_at, outcome, reason, end_actor, response,
-            end_at, [] if tried is None else tried, found[0] if found else None,
-        ))
     # Stable: rows come in position order, so records minted at the same time keep it.
     records.sort(key=_MINTED_AT)
     return records

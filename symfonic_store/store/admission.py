@@ -39,6 +39,7 @@ from ..db.statements import (
     waits_at,
     was_minted,
 )
+from ..decisions import decide, decide_unrefusable, is_reject
 from ..errors import (
     InterruptAlreadyResolvedError,
     InterruptExpiredError,
@@ -198,8 +199,13 @@ def claim(
     interrupt_id: str,
     response: Any,
     actor: str,
+    authenticated_by: str | None = None,
 ) -> dict[str, Any] | Refusal:
-    """An answer's first phase: refuse it (recorded), or claim the interrupt for it."""
+    """An answer's first phase: refuse it (recorded), or claim the interrupt for it.
+
+    The answer's decision is taken now, while it can still be refused (SPEC §12: a
+    decisions function that fails raises :class:`InvalidInputError`, nothing written),
+    and held with the claim until the answer is recorded."""
     w = ThreadWriter(conn, thread_id)
     where = f"interrupt {interrupt_id!r} on thread {thread_id!r}"
     if not w.existed:
@@ -289,6 +295,12 @@ def claim(
                 thread_id=thread_id, interrupt_id=interrupt_id,
             ),
         )
+    decided = (
+        # A breakpoint's decision is what the gateway does with it (run on, or not).
+        None
+        if row["breakpoint"]
+        else decide(rules.decisions, row["name"], row["payload"], response)
+    )
     insert_claim(
         conn,
         {
@@ -297,18 +309,26 @@ def claim(
             "actor": actor,
             "response": response,
             "claimed_at": time.time(),
+            "authenticated_by": authenticated_by,
+            "decided": decided,
         },
     )
     return row
 
 
-def _decision_data(row: dict[str, Any] | None, response: Any, decision: str | None) -> dict[str, Any]:
+def _answer_data(
+    row: dict[str, Any], held: dict[str, Any], decision: str | None = None
+) -> dict[str, Any]:
+    """What a claimed answer records beside its response: decision, authentication."""
     if decision is not None:
-        return {"decision": decision}
-    if row is None:
-        return {}
-    found = native.decisions(row["payload"], response, breakpoint=bool(row["breakpoint"]))
-    return {"decision": found[0]} if len(found) == 1 else {"decisions": found}
+        data: dict[str, Any] = {"decision": decision}
+    elif isinstance(held.get("decided"), dict):
+        data = dict(held["decided"])
+    else:  # a breakpoint confirmed without a word, or a claim taken before this release
+        data = decide_unrefusable(None, row["name"], row["payload"], held["response"])
+    if held.get("authenticated_by") is not None:
+        data["authenticated_by"] = held["authenticated_by"]
+    return data
 
 
 def confirm(
@@ -332,7 +352,7 @@ def confirm(
         RESUMED,
         interrupt_id=interrupt_id,
         actor=held["actor"],
-        data={"response": held["response"], "via": via, **_decision_data(row, held["response"], decision)},
+        data={"response": held["response"], "via": via, **_answer_data(row, held, decision)},
     )
     flush(conn, [w])
     return True
@@ -368,8 +388,13 @@ def release(
 # --- what the recording checkpointer sees --------------------------------------------
 
 
-def record_task_writes(conn: Connection, record: dict[str, Any]) -> None:
-    """A task's interrupt and answer writes: mints, consumed and refused answers."""
+def record_task_writes(
+    conn: Connection, record: dict[str, Any], rules: Rules | None = None
+) -> None:
+    """A task's interrupt and answer writes: mints, consumed and refused answers.
+
+    An answer given straight to the graph (``via: direct``) was taken already: a decisions
+    function that fails on it is recorded (``decision_error``), not obeyed."""
     thread_id = record["thread_id"]
     w = ThreadWriter(conn, thread_id)
     opened = {r["interrupt_id"]: r for r in open_rows(conn, thread_id)} if w.existed else {}
@@ -391,7 +416,7 @@ def record_task_writes(conn: Connection, record: dict[str, Any]) -> None:
                         data={
                             "response": held["response"],
                             "via": "gateway",
-                            **_decision_data(target, held["response"], None),
+                            **_answer_data(target, held),
                         },
                     )
                     del opened[interrupt_id]
@@ -403,7 +428,16 @@ def record_task_writes(conn: Connection, record: dict[str, Any]) -> None:
                         RESUMED,
                         interrupt_id=interrupt_id,
                         actor=record["actor"],
-                        data={"response": answer, "via": "direct", **_decision_data(target, answer, None)},
+                        data={
+                            "response": answer,
+                            "via": "direct",
+                            **decide_unrefusable(
+                                None if rules is None else rules.decisions,
+                                target["name"],
+                                target["payload"],
+                                answer,
+                            ),
+                        },
                     )
                     del opened[interrupt_id]
                 else:
@@ -465,7 +499,7 @@ def record_checkpoint_moved(
                 RESUMED,
                 interrupt_id=row["interrupt_id"],
                 actor=actor,
-                data={"response": None, "via": "direct", "decision": "approved", "bypass": True},
+                data={"response": None, "via": "direct", "decision": "approve", "bypass": True},
             )
         else:
             w.append(
@@ -477,7 +511,7 @@ def record_checkpoint_moved(
     if source == "loop" and breakpoint_id not in claimed:
         history = interrupt_events(conn, thread_id, breakpoint_id)
         ending = next((e for e in history if e.type == RESUMED), None)
-        if ending is not None and ending.data.get("decision") == "rejected":
+        if ending is not None and is_reject(ending.data.get("decision")):
             w.append(
                 RESUME_REJECTED,
                 interrupt_id=breakpoint_id,

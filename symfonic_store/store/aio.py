@@ -17,6 +17,7 @@ from .. import validation
 from ..db.engines import create_asyncio_engine
 from ..db.translate import translate_errors
 from ..db.urls import safe_url
+from ..decisions import DecisionRule
 from . import execute
 from .lifecycle import ApproverPolicy
 from .ops import (
@@ -115,11 +116,15 @@ class AsyncInterruptStore(Integrations):
         ttl_seconds: float | None = None,
         approvers: Literal["payload"] | ApproverPolicy | None = None,
         max_payload_bytes: int | None = validation.DEFAULT_MAX_PAYLOAD_BYTES,
+        decisions: DecisionRule | None = None,
         sqlite_synchronous: str = "FULL",
         busy_timeout: float = 5.0,
     ) -> None:
         self._ops = Operations(
-            ttl_seconds=ttl_seconds, approvers=approvers, max_payload_bytes=max_payload_bytes
+            ttl_seconds=ttl_seconds,
+            approvers=approvers,
+            max_payload_bytes=max_payload_bytes,
+            decisions=decisions,
         )
         from sqlalchemy.ext.asyncio import AsyncEngine
 

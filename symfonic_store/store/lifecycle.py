@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection
 
 from ..append import Refusal, ThreadWriter, flush
 from ..db.statements import interrupt_events, was_minted
+from ..decisions import DecisionRule, decide
 from ..errors import (
     InterruptAlreadyResolvedError,
     InterruptExpiredError,
@@ -39,6 +40,7 @@ class Rules:
 
     ttl_seconds: float | None = None
     approvers: ApproverPolicy | None = None
+    decisions: DecisionRule | None = None
 
 
 def payload_approvers(thread_id: str, marker: dict[str, Any], actor: str | None) -> bool:
@@ -205,6 +207,7 @@ def resume(
     *,
     from_node: bool = False,
     response_json: str | None = None,
+    authenticated_by: str | None = None,
 ) -> dict[str, Any] | Refusal:
     """Admit an answer exactly once, or record why not (I10). Returns the admitted response.
 
@@ -218,7 +221,9 @@ def resume(
     where = f"interrupt {interrupt_id!r} on thread {thread_id!r}"
     if w.state.pending_interrupt_id == interrupt_id:
         # The projection says it is minted and has no ending (I6): no need to look.
-        return _admit_pending(w, rules, interrupt_id, response, actor, where, response_json)
+        return _admit_pending(
+            w, rules, interrupt_id, response, actor, where, response_json, authenticated_by
+        )
     history = interrupt_events(conn, thread_id, interrupt_id)
     minted = next((e for e in history if e.type == MINTED), None)
     ending = next((e for e in history if e.type != MINTED), None)
@@ -329,8 +334,12 @@ def _admit_pending(
     actor: str | None,
     where: str,
     response_json: str | None = None,
+    authenticated_by: str | None = None,
 ) -> dict[str, Any] | Refusal:
-    """Admit an answer to a minted interrupt without an ending, unless stale or refused."""
+    """Admit an answer to a minted interrupt without an ending, unless stale or refused.
+
+    The decision is recorded with it (SPEC §12); a decisions function that fails refuses
+    the answer with :class:`InvalidInputError`, and the transaction writes nothing."""
     thread_id = w.thread_id
     # Still pending: is it stale by the store's TTL or the thread's run_id? (A read-only
     # view of the state: no copy of the marker needed.)
@@ -357,11 +366,17 @@ def _admit_pending(
             ),
             response_json=response_json,
         )
+    data: dict[str, Any] = {
+        "response": response,
+        **decide(rules.decisions, marker.get("name"), marker.get("payload"), response),
+    }
+    if authenticated_by is not None:
+        data["authenticated_by"] = authenticated_by
     w.append(
         RESUMED,
         interrupt_id=interrupt_id,
         actor=actor,
-        data={"response": response},
+        data=data,
         encoded=None if response_json is None else {"response": response_json},
     )
     flush(w.conn, [w])

@@ -49,6 +49,7 @@ from ..db.statements import (
     stale_claims,
     thread_events_query,
 )
+from ..decisions import DecisionRule
 from ..errors import (
     ConcurrencyConflictError,
     DatabaseError,
@@ -157,6 +158,12 @@ def _approver_policy(approvers: Any) -> ApproverPolicy | None:
     raise InvalidInputError(
         "approvers", "must be None, 'payload' or a callable(thread_id, marker, actor) -> bool"
     )
+
+
+def _decision_rule(decisions: Any) -> DecisionRule | None:
+    if decisions is None or callable(decisions):
+        return decisions  # type: ignore[no-any-return]
+    raise InvalidInputError("decisions", "must be None or a callable(name, response) -> str | None")
 
 
 def recorded_response(value: Any) -> Any:
@@ -353,12 +360,17 @@ class Operations:
         ttl_seconds: float | None,
         approvers: Any,
         max_payload_bytes: int | None,
+        decisions: Any = None,
     ) -> None:
         self.ttl_seconds = validation.ttl(ttl_seconds)
         self.max_payload_bytes = validation.positive_int(
             max_payload_bytes, "max_payload_bytes", optional=True
         )
-        self.rules = Rules(ttl_seconds=self.ttl_seconds, approvers=_approver_policy(approvers))
+        self.rules = Rules(
+            ttl_seconds=self.ttl_seconds,
+            approvers=_approver_policy(approvers),
+            decisions=_decision_rule(decisions),
+        )
 
     def ttl(self, ttl_seconds: Any) -> float | None:
         """A TTL argument, or the store's TTL when it is None."""
@@ -438,13 +450,21 @@ class Operations:
         yield Op(fn, write=True)
 
     def resume(
-        self, thread_id: str, interrupt_id: str, response: Any = None, *, actor: str
+        self,
+        thread_id: str,
+        interrupt_id: str,
+        response: Any = None,
+        *,
+        actor: str,
+        authenticated_by: str | None = None,
     ) -> Plan[Command[Any]]:
         """Admit a person's answer exactly once; returns the ``Command`` to resume the graph.
 
         ``None`` (or a field-less model) is an acknowledgement. Repeating the identical
         call returns the same command without a new event. ``actor`` is recorded as
-        given: the caller vouches for it (the HTTP service passes the authenticated one).
+        given: the caller vouches for it (the HTTP service passes the authenticated one,
+        and says how it authenticated it in ``authenticated_by``, e.g. ``service:jwt``).
+        The answer's decision is recorded with it (SPEC §12).
 
         Raises:
             UnknownInterruptError: nothing with that id was minted on the thread.
@@ -453,11 +473,13 @@ class Operations:
             ResumeNotAllowedError: the approvers policy refuses ``actor``.
             ProjectionMismatchError: the log shows no ending but the projection does not
                 hold the interrupt pending (its ending was removed?); nothing recorded.
-            InvalidInputError: bad ids, or a response that is not JSON.
+            InvalidInputError: bad ids, a response that is not JSON, or a decisions
+                function that raised or returned no decision word (nothing recorded).
         """
         t = validation.required_id(thread_id, "thread_id")
         i = validation.required_id(interrupt_id, "interrupt_id")
         a = validation.required_id(actor, "actor")
+        by = validation.text_id(authenticated_by, "authenticated_by", optional=True)
         r, r_json = validation.json_encoded(
             response_dict(response), "response", max_bytes=self.max_payload_bytes
         )
@@ -470,6 +492,7 @@ class Operations:
                 response=r,
                 actor=a,
                 response_json=r_json,
+                authenticated_by=by,
             ),
             write=True,
         )
@@ -599,7 +622,13 @@ class Operations:
         return minted
 
     def claim(
-        self, thread_id: str, interrupt_id: str, response: Any, *, actor: str
+        self,
+        thread_id: str,
+        interrupt_id: str,
+        response: Any,
+        *,
+        actor: str,
+        authenticated_by: str | None = None,
     ) -> Plan[dict[str, Any]]:
         """An answer's first phase: claim a LangGraph interrupt for ``response`` (SPEC §8).
 
@@ -611,14 +640,23 @@ class Operations:
                 ResumeNotAllowedError: refused and recorded (nothing on a thread
                 without events).
             InterruptInProgressError: another answer holds the claim (recorded).
+            InvalidInputError: the decisions function raised or returned no decision
+                word (nothing recorded).
         """
         t = validation.required_id(thread_id, "thread_id")
         i = validation.required_id(interrupt_id, "interrupt_id")
         a = validation.required_id(actor, "actor")
+        by = validation.text_id(authenticated_by, "authenticated_by", optional=True)
         r = validation.json_value(response, "response", max_bytes=self.max_payload_bytes)
         opened: dict[str, Any] = yield Op(
             partial(
-                admission.claim, rules=self.rules, thread_id=t, interrupt_id=i, response=r, actor=a
+                admission.claim,
+                rules=self.rules,
+                thread_id=t,
+                interrupt_id=i,
+                response=r,
+                actor=a,
+                authenticated_by=by,
             ),
             write=True,
         )
@@ -653,7 +691,9 @@ class Operations:
         if not isinstance(record, dict):
             raise InvalidInputError("record", "must be a dict")
         validation.required_id(record.get("thread_id"), "record.thread_id")
-        yield Op(partial(admission.record_task_writes, record=record), write=True)
+        yield Op(
+            partial(admission.record_task_writes, rules=self.rules, record=record), write=True
+        )
 
     def record_checkpoint_moved(
         self,
@@ -1038,14 +1078,19 @@ class Operations:
         actor: str | None = None,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
+        decision: str | None = None,
     ) -> Plan[list[AuditRecord]]:
-        """One record per interrupt, oldest first: who answered what, and when."""
+        """One record per interrupt, oldest first: who answered what, and when.
+
+        ``decision`` keeps the records whose reported decision (recorded or derived,
+        SPEC §12) is exactly that word."""
         fn = partial(
             audit,
             thread_id=validation.text_id(thread_id, "thread_id", optional=True),
             actor=validation.text_id(actor, "actor", optional=True),
             since=validation.moment(since, "since"),
             until=validation.moment(until, "until"),
+            decision=validation.text_id(decision, "decision", optional=True),
         )
         records: list[AuditRecord] = yield Op(fn, write=False)
         return records

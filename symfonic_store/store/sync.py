@@ -18,6 +18,7 @@ from .. import validation
 from ..db.engines import create_sync_engine
 from ..db.translate import translate_errors
 from ..db.urls import safe_url
+from ..decisions import DecisionRule
 from ..errors import DatabaseError, SymfonicStoreError
 from . import execute
 from .lifecycle import ApproverPolicy
@@ -121,6 +122,10 @@ class InterruptStore(Integrations):
             The actor is whatever the caller passes: the Python API and the CLI trust
             their caller; the HTTP service passes the authenticated principal.
         max_payload_bytes: the largest JSON payload or response accepted (1 MiB).
+        decisions: ``fn(name, response) -> str | None``, asked first for the decision of
+            each admitted answer (SPEC §12); None falls back to the built-in rules. A
+            word outside ``[a-z0-9_]{1,32}``, or an exception, refuses the answer
+            (:class:`InvalidInputError`, nothing written).
         sqlite_synchronous: SQLite's ``synchronous`` pragma; ``FULL`` by default.
         busy_timeout: seconds a SQLite writer waits for the write lock.
 
@@ -135,11 +140,15 @@ class InterruptStore(Integrations):
         ttl_seconds: float | None = None,
         approvers: Literal["payload"] | ApproverPolicy | None = None,
         max_payload_bytes: int | None = validation.DEFAULT_MAX_PAYLOAD_BYTES,
+        decisions: DecisionRule | None = None,
         sqlite_synchronous: str = "FULL",
         busy_timeout: float = 5.0,
     ) -> None:
         self._ops = Operations(
-            ttl_seconds=ttl_seconds, approvers=approvers, max_payload_bytes=max_payload_bytes
+            ttl_seconds=ttl_seconds,
+            approvers=approvers,
+            max_payload_bytes=max_payload_bytes,
+            decisions=decisions,
         )
         self._owns_engine = not isinstance(url_or_engine, Engine)
         self._engine = create_sync_engine(

@@ -55,6 +55,12 @@ def audit(
             "--until", metavar="ISO", help="Minted at or before (no offset: UTC).", parser=flag(moment)
         ),
     ] = None,
+    decision: Annotated[
+        str | None,
+        typer.Option(
+            "--decision", metavar="D", help="Only records whose decision is exactly D (e.g. reject)."
+        ),
+    ] = None,
     output: Annotated[
         AuditFormat,
         typer.Option("--format", help="table, json or csv.", parser=flag(choice(AuditFormat))),
@@ -64,7 +70,9 @@ def audit(
     from ...services.audit import AUDIT_FIELDS
 
     with get_session(ctx).store() as store:
-        records = store.audit(thread_id=thread, actor=actor, since=since, until=until)
+        records = store.audit(
+            thread_id=thread, actor=actor, since=since, until=until, decision=decision
+        )
     if output is AuditFormat.json:
         emit_json([r.as_dict() for r in records])
     elif output is AuditFormat.csv:

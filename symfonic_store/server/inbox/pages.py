@@ -18,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
+from ...decisions import builtin, reported
 from ...errors import InvalidInputError
 from ...events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED, ROUTE_DECIDED
 from ..auth import client_address
@@ -97,12 +98,16 @@ def describe(event: dict[str, Any]) -> dict[str, Any]:
         what, tone = "asked", "asked"
         detail = data.get("payload")
     elif kind == RESUMED:
-        decision = data.get("decision")
         response = data.get("response")
-        if decision is None and isinstance(response, dict) and isinstance(response.get("approved"), bool):
-            decision = "approved" if response["approved"] else "rejected"
-        what = f"answered: {decision}" if decision else "answered"
-        tone = "rejected" if decision in ("rejected", "reject", "ignore") else "approved"
+        # The decision words the answer recorded (SPEC §12); an older answer that
+        # recorded none gets the built-in rules' reading of its response.
+        found = data.get("decisions")
+        words = [reported(w) for w in found] if isinstance(found, list) else [reported(data.get("decision"))]
+        if not any(words):
+            words = builtin(None, response)
+        shown = [w or "-" for w in words] if any(words) else []
+        what = f"answered: {', '.join(shown)}" if shown else "answered"
+        tone = "rejected" if shown and all(w in ("reject", "ignore") for w in words) else "approved"
         detail = response
     elif kind == RESUME_REJECTED:
         what, tone = f"refused ({data.get('why')})", "refused"
