@@ -64,11 +64,12 @@ def test_terminal_tables_fit_the_width_and_cut_only_long_values(
 def test_an_80_column_audit_becomes_records_and_a_160_column_inbox_stays_a_table(
     shop: tuple[InterruptStore, dict[str, str]], db_url: str
 ) -> None:
-    """Ten audit columns do not fit 80: each record is `name  value` lines; the inbox at 160 is one row per interrupt."""
+    """The audit's columns do not fit 80: each record is `name  value` lines (the interrupt's name, thread and id stacked); the inbox at 160 is one row per interrupt."""
     _, ids = shop
     audit = run_cli("audit", db=db_url, env={"COLUMNS": "80"}).stdout.splitlines()
-    assert sum(line.startswith("thread ") for line in audit) == 4
-    assert any(line.startswith("interrupt ") and ids["t-short"] in line for line in audit)
+    assert sum(line.startswith("interrupt ") for line in audit) == 4
+    assert sum(line.startswith("decision ") for line in audit) == 4
+    assert any(line.strip() == ids["t-short"] for line in audit)
 
     inbox = run_cli("pending", "--thread", "t-short", db=db_url, env={"COLUMNS": "160"}).stdout.splitlines()
     header = next(line for line in inbox if line.startswith("thread"))

@@ -145,9 +145,18 @@ def _widths(
 
 
 def table(
-    title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, wide: Sequence[str] = ()
+    title: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    wide: Sequence[str] = (),
+    optional: Sequence[str] = (),
 ) -> None:
     """``rows`` as a table, or as records when the terminal is too narrow for one.
+
+    The ``optional`` columns are left out, in the order given, when the table would not
+    fit the terminal with them (``--format json``/``csv`` always have them); only when it
+    still does not fit does each row become a block of lines.
 
     Values in the ``wide`` columns (payloads, responses, event data) are cut to a
     readable length with a marker saying how much was left out; nothing else is cut,
@@ -165,6 +174,8 @@ def table(
     out = console()
     say(reveal(title))
     full = [[reveal(cell(v)) for v in row] for row in rows]
+    if out.width >= PIPED_WIDTH:  # a cell's stacked lines side by side: a row is one line
+        full = [[" ".join(text.splitlines()) for text in row] for row in full]
     is_wide = [name in wide for name in columns]
 
     def cut(limits: Sequence[int]) -> list[list[str]]:
@@ -179,6 +190,14 @@ def table(
         widths: list[int] | None = None
     else:
         widths = _widths(columns, cells, wide, out.width)
+        dropped = list(optional)
+        while widths is None and dropped:
+            gone = columns.index(dropped.pop(0))
+            columns = [c for i, c in enumerate(columns) if i != gone]
+            full = [[t for i, t in enumerate(row) if i != gone] for row in full]
+            is_wide = [name in wide for name in columns]
+            cells = cut([limit] * len(columns))
+            widths = _widths(columns, cells, wide, out.width)
         if widths is None:
             _records(out, columns, cut([cell_limit(out.width, records=True)] * len(columns)))
             return
@@ -211,20 +230,37 @@ def say(text: str) -> None:
 
 
 def audit_table(records: Sequence[AuditRecord]) -> None:
+    """One row per record, the decision beside the outcome; fits a 120-column terminal.
+
+    ``interrupt`` is the name with the thread and the interrupt's id under it (and the
+    tool call of a batched request); ``outcome`` adds the reason and the refused answers;
+    ``actor`` who answered, who asked (``asked by``) and when it was answered. The
+    payload is left out when the terminal is too narrow for it (``--format json``).
+    """
     if not records:
         say("no interrupts match")
         return
-    rows = [
-        (r.minted_at, r.thread_id, r.interrupt_id, r.name, r.outcome, r.decision, r.reason,
-         r.actor, r.response, r.resolved_at, len(r.attempts), r.payload)
-        for r in records
-    ]
+    rows = []
+    for r in records:
+        what = [r.name or "(unnamed)", r.thread_id, r.interrupt_id]
+        if r.action_index is not None:
+            what.append(f"call {r.action_index + 1}")
+        outcome = [r.outcome, *([f"({r.reason})"] if r.reason else [])]
+        if r.attempts:
+            outcome.append(f"{len(r.attempts)} refused")
+        who = [r.actor or "-", *([f"asked by {r.requested_by}"] if r.requested_by else [])]
+        if r.resolved_at is not None:
+            who.append(f"at {when(r.resolved_at)}")
+        rows.append(
+            (r.minted_at, "\n".join(what), "\n".join(outcome), r.decision, "\n".join(who), r.response,
+             r.payload)
+        )
     table(
         f"audit: {len(records)} interrupt(s)",
-        ("minted", "thread", "interrupt", "name", "outcome", "decision", "reason", "actor",
-         "response", "resolved", "attempts", "payload"),
+        ("minted", "interrupt", "outcome", "decision", "actor", "response", "payload"),
         rows,
         wide=("response", "payload"),
+        optional=("payload",),
     )
 
 

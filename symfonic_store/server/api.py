@@ -26,7 +26,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from .. import validation
 from ..errors import InvalidInputError
 from ..services.audit import AUDIT_FIELDS
-from .approvals import BadRequest, decode_cursor, encode_cursor, page_limit
+from .approvals import BadRequest, audit_page_of, page_limit
 from .limits import BodyTooLarge, read_body
 from .principal import Principal
 from .web import Problem, principal, query, raw_ids, service
@@ -195,11 +195,6 @@ async def _answer(request: Request, thread_id: str, interrupt_id: str) -> Respon
 # --- the audit, a thread, the log ---------------------------------------------------
 
 
-def _audit_key(record: Any) -> list[Any]:
-    return [record.minted_at.isoformat(), record.thread_id, record.interrupt_id,
-            -1 if record.action_index is None else record.action_index]
-
-
 async def audit(request: Request) -> Response:
     require(request, session=True)
     svc = service(request)
@@ -216,23 +211,17 @@ async def audit(request: Request) -> Response:
             until=query(request, "until"),
             decision=query(request, "decision"),
         )
-        after = query(request, "after")
-        bound = None if after is None else decode_cursor(after, 4)
+        page, cursor = audit_page_of(records, after=query(request, "after"), limit=limit)
     except (BadRequest, InvalidInputError) as exc:
         raise _bad(exc) from None
-    keyed = sorted(((_audit_key(r), r) for r in records), key=lambda pair: tuple(pair[0]))
-    if bound is not None:
-        keyed = [(k, r) for k, r in keyed if tuple(k) > tuple(bound)]
-    page = keyed[:limit]
-    cursor = encode_cursor(page[-1][0]) if len(keyed) > limit else None
     if output == "csv":
         text = io.StringIO()
         writer = csv.writer(text)
         writer.writerow(AUDIT_FIELDS)
-        writer.writerows(r.as_csv_row() for _, r in page)
+        writer.writerows(r.as_csv_row() for r in page)
         headers = {"X-Next-Cursor": cursor} if cursor else {}
         return Response(text.getvalue(), media_type="text/csv; charset=utf-8", headers=headers)
-    return JSONResponse({"items": [r.as_dict() for _, r in page], "next": cursor})
+    return JSONResponse({"items": [r.as_dict() for r in page], "next": cursor})
 
 
 async def thread_events(request: Request) -> Response:

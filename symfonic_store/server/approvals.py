@@ -25,7 +25,7 @@ import hmac
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -52,6 +52,7 @@ from .principal import Principal
 
 if TYPE_CHECKING:
     from ..langgraph.gateway import InterruptGateway
+    from ..services.audit import AuditRecord
     from ..store import InterruptStore
 
 log = logging.getLogger("symfonic_store.server")
@@ -88,6 +89,29 @@ def decode_cursor(cursor: str, size: int) -> list[Any]:
     if not isinstance(key, list) or len(key) != size:
         raise BadRequest("after: not a cursor this API handed out (use the 'next' of a page)")
     return key
+
+
+def audit_key(record: AuditRecord) -> list[Any]:
+    """A record's place in the audit's order; a cursor is the last shown record's key."""
+    return [record.minted_at.isoformat(), record.thread_id, record.interrupt_id,
+            -1 if record.action_index is None else record.action_index]
+
+
+def audit_page_of(
+    records: Sequence[AuditRecord], *, after: str | None, limit: int
+) -> tuple[list[AuditRecord], str | None]:
+    """One page of ``records`` after the cursor ``after``, and the next page's cursor
+    (``GET /api/audit`` and the inbox's audit page: a cursor of one pages the other).
+
+    Raises:
+        BadRequest: ``after`` is not a cursor of this list.
+    """
+    keyed = sorted(((audit_key(r), r) for r in records), key=lambda pair: tuple(pair[0]))
+    if after is not None:
+        bound = tuple(decode_cursor(after, 4))
+        keyed = [(k, r) for k, r in keyed if tuple(k) > bound]
+    shown = keyed[:limit]
+    return [r for _, r in shown], encode_cursor(shown[-1][0]) if len(keyed) > limit else None
 
 
 def page_limit(value: str | None, default: int = DEFAULT_PAGE) -> int:
