@@ -30,6 +30,22 @@ def shown(value: Any) -> str:
     return _REPR.repr(value)
 
 
+AUTHENTICATED_BY = ("service:tokens", "service:jwt", "service:trusted-header", "agent-server")
+"""How an answering actor can have been established (SPEC §12); None: a caller named it."""
+
+
+def authenticated_by(value: Any) -> str | None:
+    """One of :data:`AUTHENTICATED_BY`, or None.
+
+    Raises:
+        InvalidInputError: any other value (the audit's word for how the actor was
+            authenticated is never free text).
+    """
+    if value is None or value in AUTHENTICATED_BY:
+        return value  # type: ignore[no-any-return]
+    raise InvalidInputError("authenticated_by", f"must be one of {', '.join(AUTHENTICATED_BY)} or None, got {value!r}")
+
+
 def text_id(value: Any, field: str, *, optional: bool = False) -> str | None:
     """A thread id, interrupt id or actor: a non-empty string of at most 255 characters."""
     if value is None and optional:

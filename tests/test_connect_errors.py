@@ -88,6 +88,23 @@ async def test_an_unknown_role_is_a_configuration_error(server_url: str, kind: s
     assert_configuration(await failure_of(url, kind), "28000", "'symfonic_no_such_role'")
 
 
+SOCKET_DIR = "/var/run/postgresql"
+
+
+async def test_over_a_unix_socket_a_configuration_error_is_never_called_unreachable(server_url: str) -> None:
+    """Through the server's Unix socket (no TLS there, as libpq does), a missing database and an unknown role are configuration errors every time: a server that closes the socket after its answer is not unreachable."""
+    import os
+
+    if not os.path.exists(os.path.join(SOCKET_DIR, ".s.PGSQL.5432")):
+        pytest.skip(f"no PostgreSQL socket in {SOCKET_DIR} on this machine")
+    base = sa.make_url(server_url).set(host=None, port=None, query={"host": SOCKET_DIR})
+    for _ in range(10):
+        missing = base.set(database="symfonic_no_such_db").render_as_string(hide_password=False)
+        assert_configuration(await failure_of(missing, "sync"), "3D000", "'symfonic_no_such_db'")
+        stranger = base.set(username="symfonic_no_such_role").render_as_string(hide_password=False)
+        assert_configuration(await failure_of(stranger, "sync"), "28000", "'symfonic_no_such_role'")
+
+
 @pytest.mark.parametrize("kind", KINDS)
 async def test_a_server_that_does_not_answer_is_unreachable_and_retryable(server_url: str, kind: str) -> None:
     """Nothing listening on the port: unreachable, by errno, and worth a retry."""

@@ -367,3 +367,14 @@ def test_a_claim_row_holds_the_decision_and_the_authentication_until_it_settles(
     assert (data["decision"], data["authenticated_by"]) == ("approve", "service:trusted-header")
     (record,) = store.audit(thread_id="t-h")
     assert json.loads(json.dumps(record.as_dict()))["authenticated_by"] == "service:trusted-header"
+
+
+def test_authenticated_by_takes_only_the_words_of_spec_12(store: InterruptStore) -> None:
+    """How the actor was authenticated is never free text: another word is refused with nothing written; a §12 word is recorded."""
+    mint(store, "t-auth", "i-auth")
+    with pytest.raises(InvalidInputError, match="authenticated_by"):
+        store.resume("t-auth", "i-auth", {"approved": True}, actor="alice", authenticated_by="root")
+    assert [e.type for e in store.history("t-auth")] == [MINTED]
+    store.resume("t-auth", "i-auth", {"approved": True}, actor="alice", authenticated_by="agent-server")
+    (record,) = store.audit(thread_id="t-auth")
+    assert record.authenticated_by == "agent-server"

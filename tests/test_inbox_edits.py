@@ -85,3 +85,16 @@ def test_no_edit_form_without_a_call_that_may_be_edited(payload: object) -> None
     assert edit_form(payload) is None
     with pytest.raises(BadEdit):
         edit_answer(payload, {}, reject_message="no")
+
+
+def test_an_edit_field_shows_invisible_characters_as_json_escapes_of_the_same_value() -> None:
+    """A bidi override, a zero-width joiner and a tag character in a tool argument are `\\uXXXX` in the field's JSON text, which still reads back as the same value."""
+    import json
+
+    from symfonic_store.server.inbox.edits import field_json
+
+    for value in ["\u202e024$", "pay\u200dee", {"k": "x\U000e0001"}, "tab\there\n", "аlice"]:
+        text = field_json(value)
+        assert json.loads(text) == value
+        assert not any(c in text for c in "\u202e\u200d\U000e0001")
+    assert field_json("\u202e024$") == '"\\u202e024$"'

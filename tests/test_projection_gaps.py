@@ -80,6 +80,10 @@ async def test_an_append_onto_a_deleted_projection_row_names_the_rebuild_and_wri
         lambda: any_store.mint("t-gone", marker("i-other0000001")),
         lambda: any_store.resume("t-gone", IID, {"approved": True}, actor="alice"),
         lambda: any_store.resume("t-gone", "i-neverminted01", {"approved": True}, actor="alice"),
+        # An expiry and a recorded refusal (the service's policy) said "already expired"
+        # and "unknown": the interrupt is pending in the log.
+        lambda: any_store.expire("t-gone", IID, reason="cancelled", actor="ops"),
+        lambda: any_store.record_refusal("t-gone", IID, {"approved": True}, actor="mallory", error="no role"),
     ]
     for call in calls:
         with pytest.raises(ProjectionMismatchError) as caught:

@@ -95,31 +95,70 @@ def startup_failure(pgconn: Any) -> StartupFailure | None:
     def found(*, sqlstate: str | None = None, errno: int | None = None) -> StartupFailure:
         return StartupFailure(shown_host, port, user, database, sqlstate=sqlstate, errno=errno)
 
-    for context in _tls_contexts(opts, shown_host):
+    def ask(context: ssl.SSLContext | None) -> StartupFailure | str | None:
+        """What the server says with these TLS settings: a failure, None (nothing to
+        tell), "again" (it closed the socket under the probe) or "next" (it refused them)."""
         try:
             Connection(user, database=database, password=password, timeout=timeout, ssl_context=context, **where).close()
-        except pg8000_errors.DatabaseError as exc:  # the server's ErrorResponse
-            fields = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
-            code = fields.get("C")
-            return found(sqlstate=str(code)) if code else None
-        except pg8000_errors.InterfaceError as exc:
-            cause = exc.__cause__
-            if isinstance(cause, OSError):  # no server answered at that address
+        except (pg8000_errors.DatabaseError, pg8000_errors.InterfaceError, OSError) as exc:
+            # The server's ErrorResponse; pg8000 then closes the socket the server already
+            # closed, and that EPIPE is raised with the ErrorResponse as its context.
+            answer = _chained(exc, pg8000_errors.DatabaseError)
+            if answer is not None:
+                fields = answer.args[0] if answer.args and isinstance(answer.args[0], dict) else {}
+                code = fields.get("C")
+                return found(sqlstate=str(code)) if code else None
+            cause = exc if isinstance(exc, OSError) else (exc.__cause__ or exc.__context__)
+            if not isinstance(cause, OSError):
+                return "next"  # e.g. the server refuses TLS: the next setting, if any
+            if _no_server(cause):
                 code = cause.errno
                 if code is None:
                     code = errnos.ETIMEDOUT if isinstance(cause, TimeoutError) else errnos.EHOSTUNREACH
                 return found(errno=code)
-            continue  # e.g. the server refuses TLS: the next context, if sslmode allows one
+            return "again"  # it answered, then closed the socket (EPIPE, ECONNRESET)
         except Exception:  # the probe only adds precision: any failure of its own says nothing
             return None
         return None  # the server accepts the connection now
+
+    for context in _tls_contexts(opts, shown_host):
+        said = ask(context)
+        if said == "again":  # seen on Unix sockets while the server sends its answer
+            said = ask(context)
+        if said == "next":
+            continue
+        return said if isinstance(said, StartupFailure) else None
     return None
+
+
+def _chained(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """``exc`` or the first exception of ``kind`` in its chain (cause, then context)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+_NO_SERVER = frozenset({
+    errnos.ECONNREFUSED, errnos.ENOENT, errnos.ETIMEDOUT, errnos.EHOSTUNREACH,
+    errnos.ENETUNREACH, errnos.EHOSTDOWN, errnos.EADDRNOTAVAIL,
+})
+"""Errors of opening the socket: nothing answered. A server that answered and then
+closed the socket (EPIPE, ECONNRESET) is not one of them."""
+
+
+def _no_server(exc: OSError) -> bool:
+    return isinstance(exc, TimeoutError) or exc.errno in _NO_SERVER
 
 
 def _tls_contexts(opts: dict[str, str], host: str) -> list[ssl.SSLContext | None]:
     """The TLS settings to try, in libpq's order for ``sslmode`` (None: no TLS)."""
     mode = opts.get("sslmode") or "prefer"
-    if mode in ("disable", "allow"):
+    if mode in ("disable", "allow") or host.startswith("/"):  # libpq: no TLS over a Unix socket
         return [None]
     if mode in ("verify-ca", "verify-full"):
         context = ssl.create_default_context(cafile=opts.get("sslrootcert") or None)

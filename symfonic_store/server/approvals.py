@@ -344,6 +344,12 @@ class Approvals:
                 return _error(413, str(exc))
             except InvalidInputError as exc:
                 return _error(400, str(exc))
+            except UnknownInterruptError as exc:
+                return _error(404, str(exc))
+            except DatabaseError as exc:
+                return _error(503, str(exc))
+            except SymfonicStoreError as exc:  # a projection gap included: said as it is
+                return _error(500, str(exc))
             return _error(403, f"not allowed: {why}; the refusal has been recorded")
         try:
             by = principal.authenticated_by

@@ -402,6 +402,8 @@ def record_refusal(
     nothing written, as :func:`resume` refuses a mistyped thread id (I10).
     """
     w = ThreadWriter(conn, thread_id)
+    if not w.existed and (gap := missing_row(conn, thread_id)) is not None:
+        raise gap  # the log has the thread: its projection row went missing
     if not w.existed or not was_minted(conn, thread_id, interrupt_id):
         raise UnknownInterruptError(
             f"interrupt {interrupt_id!r} on thread {thread_id!r} is unknown: nothing was "
@@ -432,6 +434,8 @@ def expire(
     w = ThreadWriter(conn, thread_id)
     where = f"interrupt {interrupt_id!r} on thread {thread_id!r}"
     if w.state.pending_interrupt_id != interrupt_id:
+        if not w.existed and (gap := missing_row(conn, thread_id)) is not None:
+            raise gap  # the log has the thread: its projection row went missing
         history = interrupt_events(conn, thread_id, interrupt_id)
         ending = next((e for e in history if e.type != MINTED), None)
         if not history:

@@ -479,7 +479,7 @@ class Operations:
         t = validation.required_id(thread_id, "thread_id")
         i = validation.required_id(interrupt_id, "interrupt_id")
         a = validation.required_id(actor, "actor")
-        by = validation.text_id(authenticated_by, "authenticated_by", optional=True)
+        by = validation.authenticated_by(authenticated_by)
         r, r_json = validation.json_encoded(
             response_dict(response), "response", max_bytes=self.max_payload_bytes
         )
@@ -646,7 +646,7 @@ class Operations:
         t = validation.required_id(thread_id, "thread_id")
         i = validation.required_id(interrupt_id, "interrupt_id")
         a = validation.required_id(actor, "actor")
-        by = validation.text_id(authenticated_by, "authenticated_by", optional=True)
+        by = validation.authenticated_by(authenticated_by)
         r = validation.json_value(response, "response", max_bytes=self.max_payload_bytes)
         opened: dict[str, Any] = yield Op(
             partial(

@@ -25,11 +25,13 @@ recorded as not taken and the interrupt stays open).
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ... import native
+from ...visible import INVISIBLE
 
 EDIT = "edit"
 CHOICES = ("approve", "edit", "reject")
@@ -78,11 +80,31 @@ class EditForm:
     actions: tuple[ActionForm, ...]
 
 
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # beyond the BMP: JSON writes a surrogate pair
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def field_json(value: Any) -> str:
+    """``value`` as the JSON text of an editable field, with every invisible or format
+    character (:data:`~symfonic_store.visible.INVISIBLE`) written as a ``\\uXXXX``
+    escape: the same JSON value, but a bidi override or a zero-width character in a tool
+    argument is visible in the field a reviewer edits and sends (JSON text outside
+    strings is ASCII, so only string contents change)."""
+    text = json.dumps(value, ensure_ascii=False)
+    return "".join(
+        _json_escape(c) if unicodedata.category(c) in INVISIBLE else c for c in text
+    )
+
+
 def _args(index: int, args: Any) -> tuple[ArgField, ...] | None:
     if not isinstance(args, Mapping):
         return None
     return tuple(
-        ArgField(str(key), f"arg-{index}-{position}", json.dumps(value, ensure_ascii=False))
+        ArgField(str(key), f"arg-{index}-{position}", field_json(value))
         for position, (key, value) in enumerate(args.items())
     )
 
