@@ -57,7 +57,7 @@ from ..errors import InvalidInputError
 from ..store import admission, execute
 from ..store.ops import Op, Operations
 from ..store.steps import Step, StepWrites, deferring
-from .recording import moved, observed
+from .recording import moved, needs_saved, observed, saved_answers
 
 if TYPE_CHECKING:
     from ..store import AsyncInterruptStore, InterruptStore
@@ -271,9 +271,11 @@ def _strategy(strategy: str) -> str:
     return strategy
 
 
-def _task_record(config: Any, writes: Sequence[tuple[str, Any]], task_id: str) -> tuple[Any, Any]:
+def _task_record(
+    config: Any, writes: Sequence[tuple[str, Any]], task_id: str, saved: int
+) -> tuple[Any, Any]:
     """The writes to save, and what the store records of them (or None)."""
-    forwarded, record = observed(config, writes, task_id)
+    forwarded, record = observed(config, writes, task_id, saved)
     if record is not None:
         graph = ((config or {}).get("configurable") or {}).get(GRAPH_KEY)
         record["graph"] = None if graph is None else str(graph)
@@ -657,7 +659,8 @@ class StoreCheckpointer(_Checkpointer):
     def put_writes(
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        forwarded, record = _task_record(config, writes, task_id)
+        saved = saved_answers(self.get_tuple(config), task_id) if needs_saved(writes) else 0
+        forwarded, record = _task_record(config, writes, task_id, saved)
         recorded = [] if record is None else self._collect("record_task_writes", record)
         self._run(self._put_writes(config, forwarded, task_id, task_path, recorded))
 
@@ -804,7 +807,10 @@ class AsyncStoreCheckpointer(_Checkpointer):
     async def aput_writes(
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        forwarded, record = _task_record(config, writes, task_id)
+        saved = 0
+        if needs_saved(writes):
+            saved = saved_answers(await self.aget_tuple(config), task_id)
+        forwarded, record = _task_record(config, writes, task_id, saved)
         recorded = [] if record is None else self._collect("record_task_writes", record)
         await self._run(self._put_writes(config, forwarded, task_id, task_path, recorded))
 
