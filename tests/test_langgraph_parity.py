@@ -8,6 +8,7 @@ LangGraph's own test suite is run against the same savers by
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 from native_graphs import Approval, State
 from pydantic import ValidationError
+from typing_extensions import TypedDict
 
 from symfonic_store import AnswerNotTakenError, InterruptGateway
 
@@ -113,3 +115,87 @@ async def test_the_gateway_takes_back_no_earlier_answer_when_the_schema_refuses_
             assert rejected == [(second.id, "mallory", "not_taken")]
     finally:
         await ready(store.aclose() if driver == "ainvoke" else store.close())
+
+
+ASYNC_SAVERS = ["own", "recording"]
+
+
+def async_saver(astore: Any, kind: str) -> Any:
+    """An AsyncInterruptStore's checkpointer, or its recording one over LangGraph's saver."""
+    return astore.checkpointer() if kind == "own" else astore.recording_checkpointer(InMemorySaver())
+
+
+class Text(TypedDict):
+    input: str
+
+
+def nested_graph(checkpointer: Any) -> Any:
+    """A sync node that runs a subgraph with ``subgraph.invoke()``, which pauses on interrupt()."""
+
+    def ask(state: Text) -> dict[str, str]:
+        return {"input": interrupt("the sub-agent asks")}
+
+    sub = StateGraph(Text)
+    sub.add_node("ask", ask)
+    sub.add_edge(START, "ask")
+    sub.add_edge("ask", END)
+    subgraph = sub.compile()
+
+    def run_sub_agent(state: Text) -> dict[str, str]:
+        return subgraph.invoke(state)  # type: ignore[no-any-return]
+
+    parent = StateGraph(Text)
+    parent.add_node("agent", run_sub_agent)
+    parent.add_edge(START, "agent")
+    parent.add_edge("agent", END)
+    return parent.compile(checkpointer=checkpointer)
+
+
+@pytest.mark.parametrize("kind", ASYNC_SAVERS)
+async def test_a_sync_node_running_a_subgraph_under_ainvoke_works_on_the_async_store(db_url: str, kind: str) -> None:
+    """subgraph.invoke() from a sync node (a worker thread) pauses and resumes as with LangGraph's saver."""
+    expected = []
+    for checkpointer in (InMemorySaver(), None):
+        if checkpointer is None:
+            astore = new_store(db_url, "ainvoke")
+            await astore.setup()
+            checkpointer = async_saver(astore, kind)
+        graph = nested_graph(checkpointer)
+        config = config_for("t-nested", actor="carol")
+        paused = await graph.ainvoke({"input": "hi"}, config)
+        done = await graph.ainvoke(Command(resume="answered"), config)
+        expected.append((paused["__interrupt__"][0].value, done))
+    try:
+        assert expected[1] == expected[0] == ("the sub-agent asks", {"input": "answered"})
+        events = await astore.history("t-nested")
+        assert [e.type for e in events if e.type.startswith("interrupt.")][:2] == [
+            "interrupt.minted", "interrupt.resumed",
+        ]
+        assert await astore.open_interrupts("t-nested") == []
+    finally:
+        await astore.aclose()
+
+
+@pytest.mark.parametrize("kind", ASYNC_SAVERS)
+async def test_get_state_in_a_worker_thread_reads_the_async_store(db_url: str, kind: str) -> None:
+    """asyncio.to_thread(graph.get_state, ...) answers as aget_state does; on the loop's thread it is refused."""
+    astore = new_store(db_url, "ainvoke")
+    await astore.setup()
+    try:
+        graph = two_answers_graph(async_saver(astore, kind))
+        config = config_for("t-thread")
+        (paused,) = (await graph.ainvoke({}, config))["__interrupt__"]
+        state = await asyncio.to_thread(graph.get_state, config)
+        assert state == await graph.aget_state(config)
+        assert state.interrupts[0].id == paused.id
+        history = await asyncio.to_thread(lambda: list(graph.get_state_history(config)))
+        assert [s.config for s in history] == [s.config async for s in graph.aget_state_history(config)]
+        # A whole sync run from a worker thread: its writes are recorded like any other.
+        await asyncio.to_thread(graph.invoke, Command(resume={paused.id: "note-1"}), config)
+        (resumed,) = [e for e in await astore.history("t-thread") if e.type == "interrupt.resumed"]
+        assert resumed.interrupt_id == paused.id and resumed.data["response"] == "note-1"
+        if kind == "own":  # reads of the recording one are its saver's, answered anywhere
+            with pytest.raises(TypeError, match="async API"):
+                graph.get_state(config)  # on the loop's own thread: waiting would block it
+    finally:
+        await astore.aclose()

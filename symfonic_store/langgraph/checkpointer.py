@@ -57,6 +57,7 @@ from ..errors import InvalidInputError
 from ..store import admission, execute
 from ..store.ops import Op, Operations
 from ..store.steps import Step, StepWrites, deferring
+from .loopcall import LoopCall
 from .recording import moved, needs_saved, observed, saved_answers
 
 if TYPE_CHECKING:
@@ -732,8 +733,9 @@ class StoreCheckpointer(_Checkpointer):
 
 
 _SYNC_REFUSED = (
-    "this checkpointer belongs to an AsyncInterruptStore: use the async API "
-    "(ainvoke/astream/aget_state), or InterruptStore(...).checkpointer()"
+    "this checkpointer belongs to an AsyncInterruptStore: on its event loop's thread use "
+    "the async API (ainvoke/astream/aget_state); sync calls are served from other threads "
+    "while that loop runs, or use InterruptStore(...).checkpointer()"
 )
 
 
@@ -741,12 +743,15 @@ class AsyncStoreCheckpointer(_Checkpointer):
     """The checkpointer of an :class:`~symfonic_store.AsyncInterruptStore`.
 
     The async twin of :class:`StoreCheckpointer`: the same tables, serialiser and
-    transactions, through the store's asyncio engine. Its sync methods refuse (run the
-    graph with ``ainvoke``/``astream``).
+    transactions, through the store's asyncio engine. Its sync methods, as those of
+    LangGraph's async savers, run the async ones on the event loop the store runs on
+    when called from another thread (a sync node calling ``subgraph.invoke()``,
+    ``asyncio.to_thread(graph.get_state, ...)``), and refuse on that loop's own thread.
     """
 
     def __init__(self, store: AsyncInterruptStore) -> None:
         super().__init__(store, _Sql(store.engine.dialect.name, asynchronous=True))
+        self._loop = LoopCall(_SYNC_REFUSED)
 
     async def _run(self, op: Op[Any]) -> Any:
         await self._ready()
@@ -776,6 +781,7 @@ class AsyncStoreCheckpointer(_Checkpointer):
         self._is_setup = True
 
     async def _ready(self) -> None:
+        self._loop.note()
         if not self._is_setup:
             await self.setup()
 
@@ -847,21 +853,43 @@ class AsyncStoreCheckpointer(_Checkpointer):
         if recorded:
             await self._run(self._step(lambda conn: None, recorded))
 
-    # --- sync: refused ----------------------------------------------------------
+    # --- sync: the async methods on the store's loop, from another thread --------
 
     def get_tuple(self, config: Any) -> CheckpointTuple | None:
-        raise TypeError(_SYNC_REFUSED)
+        return self._loop.run(lambda: self.aget_tuple(config))  # type: ignore[no-any-return]
 
-    def list(self, config: Any, **kwargs: Any) -> Iterator[CheckpointTuple]:
-        raise TypeError(_SYNC_REFUSED)
+    def list(
+        self,
+        config: Any,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: Any = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        async def collect() -> list[CheckpointTuple]:
+            return [t async for t in self.alist(config, filter=filter, before=before, limit=limit)]
+
+        yield from self._loop.run(collect)
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-        raise TypeError(_SYNC_REFUSED)
+        return self._loop.run(lambda: self.aput(config, checkpoint, metadata, new_versions))
 
     def put_writes(
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        raise TypeError(_SYNC_REFUSED)
+        self._loop.run(lambda: self.aput_writes(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._loop.run(lambda: self.adelete_thread(thread_id))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._loop.run(lambda: self.acopy_thread(source_thread_id, target_thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._loop.run(lambda: self.adelete_for_runs(run_ids))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._loop.run(lambda: self.aprune(thread_ids, strategy=strategy))
 
 
 def checkpointer_for(store: InterruptStore | AsyncInterruptStore) -> StoreCheckpointer | AsyncStoreCheckpointer:

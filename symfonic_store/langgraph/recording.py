@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from .loopcall import LoopCall
+
 if TYPE_CHECKING:
     from ..store import AsyncInterruptStore, InterruptStore
 
@@ -136,19 +138,24 @@ class RecordingCheckpointer(BaseCheckpointSaver[Any]):
         from ..store import AsyncInterruptStore
 
         self._async_store = isinstance(store, AsyncInterruptStore)
+        self._loop = LoopCall(
+            "this recording checkpointer records into an AsyncInterruptStore: on its event "
+            "loop's thread run the graph with ainvoke()/astream(); sync calls are served "
+            "from other threads while that loop runs, or record into an InterruptStore"
+        )
 
     def _call(self, method: str, *args: Any, **kwargs: Any) -> None:
         if self._async_store:
-            raise TypeError(
-                "this recording checkpointer records into an AsyncInterruptStore: run the "
-                "graph with ainvoke()/astream(), or record into an InterruptStore"
-            )
+            # As LangGraph's async savers: on the store's loop, from another thread.
+            self._loop.run(lambda: getattr(self.store, method)(*args, **kwargs))
+            return
         getattr(self.store, method)(*args, **kwargs)
 
     async def _acall(self, method: str, *args: Any, **kwargs: Any) -> None:
         import asyncio
 
         if self._async_store:
+            self._loop.note()
             await getattr(self.store, method)(*args, **kwargs)
         else:
             await asyncio.to_thread(getattr(self.store, method), *args, **kwargs)
@@ -201,6 +208,8 @@ class RecordingCheckpointer(BaseCheckpointSaver[Any]):
         return self.saver.get_tuple(config)
 
     async def aget_tuple(self, config: Any) -> Any:
+        if self._async_store:
+            self._loop.note()
         return await self.saver.aget_tuple(config)
 
     def list(self, config: Any, **kwargs: Any) -> Iterator[Any]:
