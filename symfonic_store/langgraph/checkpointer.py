@@ -38,7 +38,7 @@ import copy
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, asynccontextmanager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -122,38 +122,21 @@ class _AwaitingSqlite:
 
 
 def _postgres_classes() -> tuple[type[Any], type[Any]]:
-    """The bound twins of PostgresSaver and AsyncPostgresSaver (psycopg loaded on demand)."""
-    from langgraph.checkpoint.postgres import PostgresSaver
-    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-    from psycopg.rows import dict_row
+    """PostgresSaver and AsyncPostgresSaver (psycopg loaded on demand).
 
-    class _PostgresSql(PostgresSaver):
-        """``PostgresSaver``'s SQL on the bound connection, in the caller's transaction."""
-
-        @contextmanager
-        def _cursor(self, *, pipeline: bool = False) -> Iterator[Any]:
-            conn: Any = self.conn  # a psycopg Connection: the store's, in its transaction
-            if pipeline and self.supports_pipeline:
-                with conn.pipeline(), conn.cursor(binary=True, row_factory=dict_row) as cur:
-                    yield cur
-            else:
-                with conn.cursor(binary=True, row_factory=dict_row) as cur:
-                    yield cur
-
-    class _AsyncPostgresSql(AsyncPostgresSaver):
-        """``AsyncPostgresSaver``'s SQL on the bound connection, in the caller's transaction."""
-
-        @asynccontextmanager
-        async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[Any]:
-            conn: Any = self.conn
-            if pipeline and self.supports_pipeline:
-                async with conn.pipeline(), conn.cursor(binary=True, row_factory=dict_row) as cur:
-                    yield cur
-            else:
-                async with conn.cursor(binary=True, row_factory=dict_row) as cur:
-                    yield cur
-
-    return _PostgresSql, _AsyncPostgresSql
+    Used as they are: bound to the store's connection (``conn``), their ``_cursor`` runs
+    their SQL in the store's open transaction (its pipeline, or its ``conn.transaction()``
+    savepoint where pipelines are unsupported), under the bound copy's own ``lock``.
+    """
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    except ImportError as exc:  # pragma: no cover - the postgres extra names it
+        raise ImportError(
+            "store.checkpointer() on PostgreSQL needs langgraph-checkpoint-postgres and "
+            "psycopg: pip install 'symfonic-store[postgres]'"
+        ) from exc
+    return PostgresSaver, AsyncPostgresSaver
 
 
 class _Sql:
@@ -194,9 +177,12 @@ class _Sql:
                 self._async_template = self._async_class(None, serde=self.serde)
             saver = copy.copy(self._async_template)
             saver.conn = conn.connection.driver_connection
+            saver.lock = asyncio.Lock()  # the copy's own: one connection, one lock
         else:
             saver = copy.copy(self._template)
             saver.conn = conn.connection.dbapi_connection
+            if self.postgres:
+                saver.lock = threading.Lock()
         info[self] = saver
         return saver
 
