@@ -107,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-k", dest="select", default=None, help="pytest -k expression")
     parser.add_argument("--cache", default=os.environ.get("SYMFONIC_SUITE_CACHE") or str(Path.home() / ".cache" / "symfonic-store"))
+    parser.add_argument("--baseline", help="LangGraph's savers to run, comma-separated (default: all that run without Docker)")
+    parser.add_argument("--savers", help="the store's savers to run, comma-separated (default: all)")
     args, extra = parser.parse_known_args(argv)
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
@@ -117,7 +119,12 @@ def main(argv: list[str] | None = None) -> int:
                "-o", "addopts=", "-o", "asyncio_default_fixture_loop_scope=function", "--tb=line", "-rN"]
     if args.select:
         command += ["-k", args.select]
+    command += extra
     env = {**os.environ, "NO_DOCKER": "true", "SYMFONIC_SUITE_REPORT": str(report)}
+    if args.baseline:
+        env["SYMFONIC_SUITE_BASELINE"] = args.baseline
+    if args.savers:
+        env["SYMFONIC_SUITE_SAVERS"] = args.savers
     started = time.monotonic()
     print(f"== LangGraph {tree.name.split('-', 1)[1]}'s tests in {tree}: {' '.join(command[3:])}", flush=True)
     run = subprocess.run(command, cwd=tree, env=env, check=False)

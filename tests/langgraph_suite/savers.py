@@ -12,6 +12,7 @@ and ``store.recording_checkpointer(InMemorySaver())``.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -49,10 +50,28 @@ def theirs(names: list[str]) -> list[str]:
     return names if not chosen else [n for n in names if n in chosen.split(",")]
 
 
+_TEMPLATE: list[str] = []
+
+
+def _sqlite_template() -> str:
+    """A SQLite file with the store's schema and LangGraph's tables, made once a session:
+    each test gets a copy (migrating a file per test would take most of the run)."""
+    if not _TEMPLATE:
+        folder = tempfile.mkdtemp(prefix="symfonic-suite-")
+        path = os.path.join(folder, "template.db")
+        store = InterruptStore(f"sqlite:///{path}")
+        store.setup()
+        store.checkpointer().setup()
+        store.close()
+        _TEMPLATE.append(path)
+    return _TEMPLATE[0]
+
+
 @contextmanager
 def _database() -> Iterator[str]:
-    """A URL of an empty database: a SQLite file, or a fresh PostgreSQL schema."""
+    """A URL of a SQLite file of the store's, set up and empty."""
     with tempfile.TemporaryDirectory() as tmp:
+        shutil.copyfile(_sqlite_template(), f"{tmp}/store.db")
         yield f"sqlite:///{tmp}/store.db"
 
 
@@ -165,4 +184,5 @@ def pytest_runtest_logreport(report: Any) -> None:
         return
     outcome = "xfailed" if hasattr(report, "wasxfail") else report.outcome
     with open(path, "a", encoding="utf-8") as out:
-        out.write(json.dumps({"nodeid": report.nodeid, "when": report.when, "outcome": outcome}) + "\n")
+        row = {"nodeid": report.nodeid, "when": report.when, "outcome": outcome, "seconds": report.duration}
+        out.write(json.dumps(row) + "\n")
