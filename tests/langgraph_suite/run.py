@@ -63,12 +63,12 @@ def prepare(cache: Path) -> Path:
             with tarfile.open(sdist) as archive:
                 archive.extractall(cache, filter="data")
     conftest = tree / "tests" / "conftest.py"
-    text = conftest.read_text(encoding="utf-8")
+    # LangGraph's conftest as shipped (without the tail a previous run added).
+    text = conftest.read_text(encoding="utf-8").split("\n\n" + MARK, 1)[0]
     for name in {*THEIR_SYNC, *THEIR_ASYNC}:
         if f"_checkpointer_{name}" not in text:
             raise SystemExit(f"langgraph {version}: its conftest has no _checkpointer_{name}; update THEIR_*")
-    if MARK not in text:
-        conftest.write_text(text + CONFTEST_TAIL, encoding="utf-8")
+    conftest.write_text(text + CONFTEST_TAIL, encoding="utf-8")
     shutil.copyfile(HERE / "savers.py", tree / "tests" / "_symfonic_savers.py")
     return tree
 
