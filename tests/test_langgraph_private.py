@@ -107,3 +107,84 @@ def test_a_task_config_carries_what_the_store_checkpointer_reads() -> None:
     assert str(seen["checkpoint_ns"]).startswith("n:")
     (started,) = (seen[checkpointer.CHECKPOINT_MAP_KEY]).values()  # type: ignore[attr-defined]
     assert any(t.checkpoint["id"] == started for t in saver.list(None))
+
+
+LANGGRAPH_PACKAGES = [
+    "langgraph",
+    "langgraph-checkpoint",
+    "langgraph-checkpoint-sqlite",
+    "langgraph-checkpoint-postgres",
+    "langchain-core",
+]
+
+
+def test_every_langgraph_package_is_capped_below_its_next_major_version() -> None:
+    """Each LangGraph package the store requires has an upper bound its installed version is under."""
+    from packaging.requirements import Requirement
+
+    requirements = [Requirement(r) for r in importlib.metadata.requires("symfonic-store") or []]
+    for name in LANGGRAPH_PACKAGES:
+        found = [r for r in requirements if r.name == name]
+        assert found, f"{name} is not required by symfonic-store"
+        installed = Version(importlib.metadata.version(name))
+        for requirement in found:
+            uppers = [Version(s.version) for s in requirement.specifier if s.operator == "<"]
+            assert uppers, f"{requirement} has no upper bound"
+            assert installed in requirement.specifier, f"{name} {installed} is outside {requirement}"
+            assert all(u.release[0] == installed.release[0] + 1 and u.release[1:] in ((), (0,)) for u in uppers), (
+                f"{requirement}: the cap is not the next major version of {installed}"
+            )
+
+
+def test_the_postgres_extra_brings_langgraphs_postgres_saver() -> None:
+    """pip install 'symfonic-store[postgres]' is enough for store.checkpointer() on PostgreSQL."""
+    from packaging.requirements import Requirement
+
+    requirements = [Requirement(r) for r in importlib.metadata.requires("symfonic-store") or []]
+    postgres = {r.name for r in requirements if r.marker is not None and r.marker.evaluate({"extra": "postgres"})}
+    assert {"psycopg", "langgraph-checkpoint-postgres"} <= postgres
+
+
+def test_sqlite_saver_runs_all_its_sql_through_cursor() -> None:
+    """store.checkpointer() replaces SqliteSaver.cursor() (its lock, setup() and COMMIT): every
+    method the store calls must still go through it, with the arguments the override takes."""
+    import inspect
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from symfonic_store.langgraph.checkpointer import _SqliteSql
+
+    assert list(inspect.signature(SqliteSaver.cursor).parameters) == ["self", "transaction"]
+    assert list(inspect.signature(_SqliteSql.cursor).parameters) == ["self", "transaction"]
+    for method in ("get_tuple", "list", "put", "put_writes", "delete_thread"):
+        source = inspect.getsource(getattr(SqliteSaver, method))
+        assert "self.cursor(" in source, f"SqliteSaver.{method} no longer uses cursor()"
+        assert "self.conn.commit" not in source and "self.lock" not in source, method
+    assert SqliteSaver(None).is_setup is False  # type: ignore[arg-type]  # what setup() sets
+
+
+def test_postgres_savers_are_used_unchanged_on_the_attributes_the_store_binds() -> None:
+    """PostgresSaver and AsyncPostgresSaver are not subclassed: the store binds each copy's
+    ``conn`` and ``lock``, which their ``_cursor`` (pipeline, transaction fallback) uses."""
+    import inspect
+
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    from symfonic_store.langgraph import checkpointer
+
+    assert checkpointer._postgres_classes() == (PostgresSaver, AsyncPostgresSaver)
+    for cls in (PostgresSaver, AsyncPostgresSaver):
+        source = inspect.getsource(cls._cursor)
+        assert "self.lock" in source and "get_connection(self.conn)" in source, cls
+        assert "conn.pipeline()" in source and "conn.transaction()" in source, cls
+        assert list(inspect.signature(cls.__init__).parameters)[:2] == ["self", "conn"], cls
+    saver = PostgresSaver(None, serde=checkpointer.serializer())  # type: ignore[arg-type]
+    assert saver.pipe is None and hasattr(saver, "lock") and hasattr(saver, "supports_pipeline")
+
+
+def test_sqlalchemy_still_awaits_from_run_sync() -> None:
+    """The asyncio store's SQLite path awaits aiosqlite from inside run_sync's greenlet."""
+    from sqlalchemy.util import concurrency
+
+    assert callable(getattr(concurrency, "await_", None) or getattr(concurrency, "await_only", None))

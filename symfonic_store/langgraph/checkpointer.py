@@ -39,7 +39,7 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, asynccontextmanager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -58,7 +58,8 @@ from ..errors import InvalidInputError
 from ..store import admission, execute
 from ..store.ops import Op, Operations
 from ..store.steps import Step, StepWrites, deferring
-from .recording import moved, observed
+from .loopcall import LoopCall
+from .recording import moved, needs_saved, observed, saved_answers
 
 if TYPE_CHECKING:
     from ..store import AsyncInterruptStore, InterruptStore
@@ -122,38 +123,21 @@ class _AwaitingSqlite:
 
 
 def _postgres_classes() -> tuple[type[Any], type[Any]]:
-    """The bound twins of PostgresSaver and AsyncPostgresSaver (psycopg loaded on demand)."""
-    from langgraph.checkpoint.postgres import PostgresSaver
-    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-    from psycopg.rows import dict_row
+    """PostgresSaver and AsyncPostgresSaver (psycopg loaded on demand).
 
-    class _PostgresSql(PostgresSaver):
-        """``PostgresSaver``'s SQL on the bound connection, in the caller's transaction."""
-
-        @contextmanager
-        def _cursor(self, *, pipeline: bool = False) -> Iterator[Any]:
-            conn: Any = self.conn  # a psycopg Connection: the store's, in its transaction
-            if pipeline and self.supports_pipeline:
-                with conn.pipeline(), conn.cursor(binary=True, row_factory=dict_row) as cur:
-                    yield cur
-            else:
-                with conn.cursor(binary=True, row_factory=dict_row) as cur:
-                    yield cur
-
-    class _AsyncPostgresSql(AsyncPostgresSaver):
-        """``AsyncPostgresSaver``'s SQL on the bound connection, in the caller's transaction."""
-
-        @asynccontextmanager
-        async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[Any]:
-            conn: Any = self.conn
-            if pipeline and self.supports_pipeline:
-                async with conn.pipeline(), conn.cursor(binary=True, row_factory=dict_row) as cur:
-                    yield cur
-            else:
-                async with conn.cursor(binary=True, row_factory=dict_row) as cur:
-                    yield cur
-
-    return _PostgresSql, _AsyncPostgresSql
+    Used as they are: bound to the store's connection (``conn``), their ``_cursor`` runs
+    their SQL in the store's open transaction (its pipeline, or its ``conn.transaction()``
+    savepoint where pipelines are unsupported), under the bound copy's own ``lock``.
+    """
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    except ImportError as exc:  # pragma: no cover - the postgres extra names it
+        raise ImportError(
+            "store.checkpointer() on PostgreSQL needs langgraph-checkpoint-postgres and "
+            "psycopg: pip install 'symfonic-store[postgres]'"
+        ) from exc
+    return PostgresSaver, AsyncPostgresSaver
 
 
 class _Sql:
@@ -194,9 +178,12 @@ class _Sql:
                 self._async_template = self._async_class(None, serde=self.serde)
             saver = copy.copy(self._async_template)
             saver.conn = conn.connection.driver_connection
+            saver.lock = asyncio.Lock()  # the copy's own: one connection, one lock
         else:
             saver = copy.copy(self._template)
             saver.conn = conn.connection.dbapi_connection
+            if self.postgres:
+                saver.lock = threading.Lock()
         info[self] = saver
         return saver
 
@@ -275,9 +262,11 @@ def _strategy(strategy: str) -> str:
     return strategy
 
 
-def _task_record(config: Any, writes: Sequence[tuple[str, Any]], task_id: str) -> tuple[Any, Any]:
+def _task_record(
+    config: Any, writes: Sequence[tuple[str, Any]], task_id: str, saved: int
+) -> tuple[Any, Any]:
     """The writes to save, and what the store records of them (or None)."""
-    forwarded, record = observed(config, writes, task_id)
+    forwarded, record = observed(config, writes, task_id, saved)
     if record is not None:
         graph = ((config or {}).get("configurable") or {}).get(GRAPH_KEY)
         record["graph"] = None if graph is None else str(graph)
@@ -677,7 +666,8 @@ class StoreCheckpointer(_Checkpointer):
     def put_writes(
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        forwarded, record = _task_record(config, writes, task_id)
+        saved = saved_answers(self.get_tuple(config), task_id) if needs_saved(writes) else 0
+        forwarded, record = _task_record(config, writes, task_id, saved)
         recorded = [] if record is None else self._collect("record_task_writes", record)
         flight: list[str] = []
         try:
@@ -753,8 +743,9 @@ class StoreCheckpointer(_Checkpointer):
 
 
 _SYNC_REFUSED = (
-    "this checkpointer belongs to an AsyncInterruptStore: use the async API "
-    "(ainvoke/astream/aget_state), or InterruptStore(...).checkpointer()"
+    "this checkpointer belongs to an AsyncInterruptStore: on its event loop's thread use "
+    "the async API (ainvoke/astream/aget_state); sync calls are served from other threads "
+    "while that loop runs, or use InterruptStore(...).checkpointer()"
 )
 
 
@@ -762,12 +753,15 @@ class AsyncStoreCheckpointer(_Checkpointer):
     """The checkpointer of an :class:`~symfonic_store.AsyncInterruptStore`.
 
     The async twin of :class:`StoreCheckpointer`: the same tables, serialiser and
-    transactions, through the store's asyncio engine. Its sync methods refuse (run the
-    graph with ``ainvoke``/``astream``).
+    transactions, through the store's asyncio engine. Its sync methods, as those of
+    LangGraph's async savers, run the async ones on the event loop the store runs on
+    when called from another thread (a sync node calling ``subgraph.invoke()``,
+    ``asyncio.to_thread(graph.get_state, ...)``), and refuse on that loop's own thread.
     """
 
     def __init__(self, store: AsyncInterruptStore) -> None:
         super().__init__(store, _Sql(store.engine.dialect.name, asynchronous=True))
+        self._loop = LoopCall(_SYNC_REFUSED)
 
     async def _run(self, op: Op[Any]) -> Any:
         await self._ready()
@@ -797,6 +791,7 @@ class AsyncStoreCheckpointer(_Checkpointer):
         self._is_setup = True
 
     async def _ready(self) -> None:
+        self._loop.note()
         if not self._is_setup:
             await self.setup()
 
@@ -832,7 +827,10 @@ class AsyncStoreCheckpointer(_Checkpointer):
     async def aput_writes(
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        forwarded, record = _task_record(config, writes, task_id)
+        saved = 0
+        if needs_saved(writes):
+            saved = saved_answers(await self.aget_tuple(config), task_id)
+        forwarded, record = _task_record(config, writes, task_id, saved)
         recorded = [] if record is None else self._collect("record_task_writes", record)
         flight: list[str] = []
         try:
@@ -873,21 +871,43 @@ class AsyncStoreCheckpointer(_Checkpointer):
         if recorded:
             await self._run(self._step(lambda conn: None, recorded))
 
-    # --- sync: refused ----------------------------------------------------------
+    # --- sync: the async methods on the store's loop, from another thread --------
 
     def get_tuple(self, config: Any) -> CheckpointTuple | None:
-        raise TypeError(_SYNC_REFUSED)
+        return self._loop.run(lambda: self.aget_tuple(config))  # type: ignore[no-any-return]
 
-    def list(self, config: Any, **kwargs: Any) -> Iterator[CheckpointTuple]:
-        raise TypeError(_SYNC_REFUSED)
+    def list(
+        self,
+        config: Any,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: Any = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        async def collect() -> list[CheckpointTuple]:
+            return [t async for t in self.alist(config, filter=filter, before=before, limit=limit)]
+
+        yield from self._loop.run(collect)
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-        raise TypeError(_SYNC_REFUSED)
+        return self._loop.run(lambda: self.aput(config, checkpoint, metadata, new_versions))
 
     def put_writes(
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        raise TypeError(_SYNC_REFUSED)
+        self._loop.run(lambda: self.aput_writes(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._loop.run(lambda: self.adelete_thread(thread_id))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._loop.run(lambda: self.acopy_thread(source_thread_id, target_thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._loop.run(lambda: self.adelete_for_runs(run_ids))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._loop.run(lambda: self.aprune(thread_ids, strategy=strategy))
 
 
 def checkpointer_for(store: InterruptStore | AsyncInterruptStore) -> StoreCheckpointer | AsyncStoreCheckpointer:

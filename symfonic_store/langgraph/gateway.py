@@ -28,6 +28,7 @@ from .. import native
 from ..errors import AnswerNotTakenError, InvalidInputError
 from ..services.sweep import NOT_HELD
 from ..validation import required_id
+from .recording import saved_answers
 from .wakers import holds
 
 if TYPE_CHECKING:
@@ -307,10 +308,13 @@ class InterruptGateway:
         if target["breakpoint"]:
             return (yield from self._answer_breakpoint(thread_id, interrupt_id, value, cfg, snapshot))
         command = Command(resume={interrupt_id: value})
+        # The answers LangGraph holds for the task now: one past them, after a failure,
+        # is this answer, saved beside the error; none past them, it was refused unsaved.
+        saved = yield _Graph("saved_answers", (snapshot.config, target["task_id"]))
         try:
             result = yield _Graph("invoke", (command, cfg))
         except Exception as exc:
-            yield from self._not_taken(thread_id, interrupt_id, target, _describe(exc))
+            yield from self._not_taken(thread_id, interrupt_id, target, _describe(exc), saved)
             raise AnswerNotTakenError(
                 f"the graph did not take the answer to interrupt {interrupt_id!r} on thread "
                 f"{thread_id!r} ({_describe(exc)}); it stays open and the attempt is recorded",
@@ -319,7 +323,7 @@ class InterruptGateway:
         after = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
         if any(w["interrupt_id"] == interrupt_id for w in waiting_on(after)):
             error = "the graph left the interrupt pending"
-            yield from self._not_taken(thread_id, interrupt_id, target, error)
+            yield from self._not_taken(thread_id, interrupt_id, target, error, saved)
             raise AnswerNotTakenError(
                 f"the graph did not take the answer to interrupt {interrupt_id!r} on thread "
                 f"{thread_id!r} ({error}); it stays open and the attempt is recorded",
@@ -355,17 +359,18 @@ class InterruptGateway:
         return result
 
     def _not_taken(
-        self, thread_id: str, interrupt_id: str, target: dict[str, Any], error: str
+        self, thread_id: str, interrupt_id: str, target: dict[str, Any], error: str, saved: int
     ) -> _Plan:
         # LangGraph keeps the answer a task raised on as that task's resume write and
-        # would hand it to the node again, whatever the next answer: take it back first.
+        # would hand it to the node again, whatever the next answer: take it back first
+        # (only it: the ``saved`` answers before it stay the task's).
         after = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
         task_id = next(
             (w["task_id"] for w in waiting_on(after) if w["interrupt_id"] == interrupt_id),
             target["task_id"],
         )
         if task_id is not None:
-            yield _Graph("clear_answer", (after.config, task_id))
+            yield _Graph("clear_answer", (after.config, task_id, saved))
         yield _Store("release", (thread_id, interrupt_id), {"error": error})
 
     # --- drivers ---------------------------------------------------------------------
@@ -379,6 +384,8 @@ class InterruptGateway:
             return getattr(self.store, step.method)(*step.args, **step.kwargs)
         if step.method == "clear_answer":
             return _clear_answer(self.graph.checkpointer, *step.args)
+        if step.method == "saved_answers":
+            return _saved_answers(self.graph.checkpointer, *step.args)
         return getattr(self.graph, step.method)(*step.args, **step.kwargs)
 
     async def _async_step(self, step: _Graph | _Store) -> Any:
@@ -389,6 +396,8 @@ class InterruptGateway:
             return await asyncio.to_thread(method, *step.args, **step.kwargs)
         if step.method == "clear_answer":
             return await _aclear_answer(self.graph.checkpointer, *step.args)
+        if step.method == "saved_answers":
+            return await _asaved_answers(self.graph.checkpointer, *step.args)
         method = getattr(self.graph, "a" + step.method)
         return await method(*step.args, **step.kwargs)
 
@@ -608,19 +617,32 @@ def _resume_write(pending_writes: Any, task_id: str) -> list[Any] | None:
     return None
 
 
-def _clear_answer(checkpointer: Any, config: Any, task_id: str) -> None:
-    """Take back the last answer a task received (it raised on it), keeping earlier ones."""
+def _saved_answers(checkpointer: Any, config: Any, task_id: str | None) -> int:
+    """How many answers LangGraph holds for the task at ``config``'s checkpoint."""
+    if task_id is None:
+        return 0
+    return saved_answers(checkpointer.get_tuple(config), task_id)
+
+
+async def _asaved_answers(checkpointer: Any, config: Any, task_id: str | None) -> int:
+    if task_id is None:
+        return 0
+    return saved_answers(await checkpointer.aget_tuple(config), task_id)
+
+
+def _clear_answer(checkpointer: Any, config: Any, task_id: str, saved: int) -> None:
+    """Take back the answer a task raised on, saved past its ``saved`` earlier ones."""
     checkpoint = checkpointer.get_tuple(config)
     answers = _resume_write(getattr(checkpoint, "pending_writes", None), task_id)
-    if answers:
-        checkpointer.put_writes(config, [(_RESUME_CHANNEL, answers[:-1])], task_id)
+    if answers and len(answers) > saved:
+        checkpointer.put_writes(config, [(_RESUME_CHANNEL, answers[:saved])], task_id)
 
 
-async def _aclear_answer(checkpointer: Any, config: Any, task_id: str) -> None:
+async def _aclear_answer(checkpointer: Any, config: Any, task_id: str, saved: int) -> None:
     checkpoint = await checkpointer.aget_tuple(config)
     answers = _resume_write(getattr(checkpoint, "pending_writes", None), task_id)
-    if answers:
-        result = checkpointer.aput_writes(config, [(_RESUME_CHANNEL, answers[:-1])], task_id)
+    if answers and len(answers) > saved:
+        result = checkpointer.aput_writes(config, [(_RESUME_CHANNEL, answers[:saved])], task_id)
         if inspect.isawaitable(result):
             await result
 

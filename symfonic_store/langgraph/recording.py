@@ -5,9 +5,11 @@ A checkpointer that delegates every call to ``saver`` and watches two of them:
 - ``put_writes``: LangGraph saves a task's interrupts (the ``__interrupt__`` write) and
   the answers it handed the task (the ``__resume__`` write) there. An interrupt write
   is a mint; an answer write with the task's other writes is an answer LangGraph
-  consumed; an answer write beside the task's error is an answer the graph did not
-  take (recorded ``not_taken``, and taken back from the write so that the next answer,
-  not this one, is what the task receives).
+  consumed; an answer write beside the task's error that holds a new answer (one more
+  than LangGraph had saved for the task) is an answer the node raised on: recorded
+  ``not_taken`` and taken back from the write, so that the next answer, not this one, is
+  what the task receives. An answer LangGraph refused before saving it (a
+  ``response_schema`` mismatch) is not in the write: the write is saved as it is.
 - ``put``: a new checkpoint after checkpoint C means LangGraph no longer waits on what
   it waited on at C: those interrupts are closed as superseded.
 
@@ -23,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from .loopcall import LoopCall
+
 if TYPE_CHECKING:
     from ..store import AsyncInterruptStore, InterruptStore
 
@@ -34,10 +38,29 @@ except ImportError:  # pragma: no cover
     _ERROR, _INTERRUPT, _RESUME = "__error__", "__interrupt__", "__resume__"
 
 
+def needs_saved(writes: Sequence[tuple[str, Any]]) -> bool:
+    """Does ``observed`` need the task's saved answers (an answer write beside an error)?"""
+    channels = {w[0] for w in writes}
+    return _ERROR in channels and _RESUME in channels
+
+
+def saved_answers(checkpoint: Any, task_id: str) -> int:
+    """How many answers LangGraph had saved for ``task_id`` at ``checkpoint`` (a tuple)."""
+    for write in getattr(checkpoint, "pending_writes", None) or ():
+        if write[0] == task_id and write[1] == _RESUME:
+            return len(write[2]) if isinstance(write[2], list) else 1
+    return 0
+
+
 def observed(
-    config: Any, writes: Sequence[tuple[str, Any]], task_id: str
+    config: Any, writes: Sequence[tuple[str, Any]], task_id: str, saved: int = 0
 ) -> tuple[list[tuple[str, Any]], dict[str, Any] | None]:
-    """The writes to forward to the saver, and what the store should record (or None)."""
+    """The writes to forward to the saver, and what the store should record (or None).
+
+    ``saved`` is :func:`saved_answers` of the checkpoint the writes belong to, read by
+    the caller when :func:`needs_saved`: beside an error, only answers past those are
+    new, and only a new answer is one the task failed on.
+    """
     configurable = (config or {}).get("configurable") or {}
     thread_id = configurable.get("thread_id")
     channels = {w[0] for w in writes}
@@ -57,13 +80,16 @@ def observed(
                 interrupts.append({"interrupt_id": iv.id, "value": getattr(iv, "value", None)})
         elif channel == _RESUME:
             answers = list(value) if isinstance(value, list) else [value]
-            if answers:
-                answered = True
-                answer = answers[-1]
-            if failed and answers:
-                # Take the answer back: LangGraph would hand it to the task again.
-                forwarded.append((channel, answers[:-1]))
-                continue
+            if failed:
+                if len(answers) > saved:
+                    # The node raised on a new answer: take it back, keep what LangGraph
+                    # had saved, or LangGraph would hand it to the task again.
+                    answered, answer = True, answers[-1]
+                    forwarded.append((channel, answers[:saved]))
+                    continue
+                # No new answer was saved (LangGraph refused it first): saved as it is.
+            elif answers:
+                answered, answer = True, answers[-1]
         forwarded.append((channel, value))
     record = {
         "thread_id": str(thread_id),
@@ -112,19 +138,24 @@ class RecordingCheckpointer(BaseCheckpointSaver[Any]):
         from ..store import AsyncInterruptStore
 
         self._async_store = isinstance(store, AsyncInterruptStore)
+        self._loop = LoopCall(
+            "this recording checkpointer records into an AsyncInterruptStore: on its event "
+            "loop's thread run the graph with ainvoke()/astream(); sync calls are served "
+            "from other threads while that loop runs, or record into an InterruptStore"
+        )
 
     def _call(self, method: str, *args: Any, **kwargs: Any) -> None:
         if self._async_store:
-            raise TypeError(
-                "this recording checkpointer records into an AsyncInterruptStore: run the "
-                "graph with ainvoke()/astream(), or record into an InterruptStore"
-            )
+            # As LangGraph's async savers: on the store's loop, from another thread.
+            self._loop.run(lambda: getattr(self.store, method)(*args, **kwargs))
+            return
         getattr(self.store, method)(*args, **kwargs)
 
     async def _acall(self, method: str, *args: Any, **kwargs: Any) -> None:
         import asyncio
 
         if self._async_store:
+            self._loop.note()
             await getattr(self.store, method)(*args, **kwargs)
         else:
             await asyncio.to_thread(getattr(self.store, method), *args, **kwargs)
@@ -154,7 +185,8 @@ class RecordingCheckpointer(BaseCheckpointSaver[Any]):
     def put_writes(
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        forwarded, record = observed(config, writes, task_id)
+        saved = saved_answers(self.saver.get_tuple(config), task_id) if needs_saved(writes) else 0
+        forwarded, record = observed(config, writes, task_id, saved)
         self.saver.put_writes(config, forwarded, task_id, task_path)
         if record is not None:
             self._call("record_task_writes", record)
@@ -162,7 +194,10 @@ class RecordingCheckpointer(BaseCheckpointSaver[Any]):
     async def aput_writes(
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        forwarded, record = observed(config, writes, task_id)
+        saved = 0
+        if needs_saved(writes):
+            saved = saved_answers(await self.saver.aget_tuple(config), task_id)
+        forwarded, record = observed(config, writes, task_id, saved)
         await self.saver.aput_writes(config, forwarded, task_id, task_path)
         if record is not None:
             await self._acall("record_task_writes", record)
@@ -173,6 +208,8 @@ class RecordingCheckpointer(BaseCheckpointSaver[Any]):
         return self.saver.get_tuple(config)
 
     async def aget_tuple(self, config: Any) -> Any:
+        if self._async_store:
+            self._loop.note()
         return await self.saver.aget_tuple(config)
 
     def list(self, config: Any, **kwargs: Any) -> Iterator[Any]:
@@ -209,4 +246,4 @@ class RecordingCheckpointer(BaseCheckpointSaver[Any]):
         return self.saver.get_next_version(current, channel)
 
 
-__all__ = ["RecordingCheckpointer", "moved", "observed"]
+__all__ = ["RecordingCheckpointer", "moved", "needs_saved", "observed", "saved_answers"]
