@@ -283,7 +283,7 @@ CLI_COMMANDS = [
     ["sweep", "--ttl", "0", "--format", "json"],
     ["verify"],
     ["projection", "rebuild"],
-    ["db", "downgrade", "base"],
+    ["db", "downgrade", "base", "--yes"],
 ]
 
 
@@ -335,7 +335,11 @@ def test_the_command_line_masks_a_password_that_a_users_graph_puts_in_its_errors
         def get_state(self, config: Any) -> Any:
             # What LangGraph shows for the seed node's interrupt (rule N1), under its own id.
             n1 = {"type": "interrupt", "name": "approval", "interrupt_id": "i-wake", "payload": {}}
-            return SimpleNamespace(interrupts=[SimpleNamespace(id="lg-1", value=n1)], tasks=())
+            # A snapshot of a saved checkpoint (the sweep wakes only a thread the graph holds).
+            return SimpleNamespace(
+                interrupts=[SimpleNamespace(id="lg-1", value=n1)], tasks=(),
+                created_at="2030-01-01T00:00:00+00:00", metadata={"source": "loop", "step": 1},
+            )
 
         def invoke(self, *args: Any, **kwargs: Any) -> Any:
             raise RuntimeError(f"the checkpointer at {url} went away (password {password_of(style)})")
