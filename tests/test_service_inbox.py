@@ -302,6 +302,7 @@ def test_the_page_offers_no_answer_the_policy_forbids_and_says_why(
         assert page.locator("button[value=approve]").count() == 0
         assert page.locator("button[value=reject]").count() == 0
         assert page.locator("details.answer").count() == 0
+        assert page.locator("details.edit").count() == 0
         if t == own:
             page.screenshot(path=str(tmp_path / "forbidden.png"), full_page=True)
     for t in (own, refund, nameless):
@@ -491,8 +492,14 @@ def test_the_audit_page_filters_by_thread_actor_decision_and_time_and_pages(
         page.wait_for_load_state()
 
     apply(thread=t)
-    # (The seed markers' decision column is not asserted: §12 derives one for them.)
     assert answered(page) == [("resumed", "alice"), ("resumed", "bob"), ("pending", "—")]
+    # The seed markers' answers say what they decided (SPEC §12: {"approved": bool}).
+    assert rows(page) == [("resumed", "approve", "alice"), ("resumed", "reject", "bob"), ("pending", "—", "—")]
+    apply(thread=t, decision="reject")
+    assert rows(page) == [("resumed", "reject", "bob")]
+    # Answered through the Python API here: nobody authenticated the actor.
+    assert page.locator("table.audit tbody td.auth").inner_text() == "—"
+    apply(thread=t)
     page.locator("table.audit tbody tr").first.locator("details").first.locator("summary").click()
     assert HOSTILE in page.locator("table.audit pre.detail").first.inner_text()
     assert page.evaluate("window.__pwned") is None
