@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import os
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -24,6 +22,7 @@ from ..app import (
     get_session,
     seconds,
 )
+from ..attributes import import_attribute
 from ..render import (
     emit_json,
     say,
@@ -37,27 +36,7 @@ if TYPE_CHECKING:
 
 def import_graph(spec: str) -> Any:
     """``module:attribute`` (dotted attributes allowed), importable from the current folder."""
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise InvalidInputError("--graph", f"must be MODULE:ATTRIBUTE, got {spec!r}")
-    cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)
-    try:
-        target: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise InvalidInputError("--graph", f"cannot import {module_name!r}: {exc}") from None
-    except Exception as exc:
-        raise InvalidInputError(
-            "--graph", f"importing {module_name!r} failed: {type(exc).__name__}: {exc}"
-        ) from None
-    for part in attribute.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            raise InvalidInputError(
-                "--graph", f"module {module_name!r} has no attribute {attribute!r}"
-            ) from None
+    target = import_attribute(spec, "--graph")
     if not (callable(getattr(target, "invoke", None)) and callable(getattr(target, "get_state", None))):
         raise InvalidInputError(
             "--graph",
