@@ -1,5 +1,7 @@
 """The service while its database is unreachable (SPEC §12): a real ``symfonic-store serve``
-process on a private PostgreSQL cluster, whose server is stopped under it.
+process on a private PostgreSQL cluster, whose server is stopped under it, and the app
+in-process on both backends (a PostgreSQL address nobody answers at; a SQLite file another
+process holds locked past the busy timeout).
 
 Every route answers 503 with ``Retry-After`` (JSON for the API, a page for the inbox),
 never 500; keep-alive connections are answered, never reset; an open event stream ends
@@ -10,8 +12,10 @@ polls a real condition, a bounded number of times.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import sqlite3
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,12 +25,12 @@ from urllib.parse import quote
 import httpx
 import pytest
 import sqlalchemy as sa
-from pgcluster import PrivateCluster, unavailable_reason
+from pgcluster import PrivateCluster, free_port, unavailable_reason
 from service_rig import Served, answer_path, digest_of, mint, serve, write_tokens
+from starlette.testclient import TestClient
 
 from symfonic_store import InterruptStore
-
-pytestmark = pytest.mark.postgres
+from symfonic_store.server import TokenAuth, create_app
 
 TOKEN = "token-ops"
 PRINCIPALS = {"ops": (TOKEN, ["approver"])}
@@ -86,6 +90,28 @@ def csrf_of(page: httpx.Response) -> str:
     return match.group(1)
 
 
+def api_and_inbox_routes(t: str, i: str, digest: str, csrf: str) -> list[tuple[str, str, dict[str, object], bool]]:
+    """Every route that reads or writes the store: (method, path, request options, is the API)."""
+    one = f"{quote(t, safe='')}/{quote(i, safe='')}"
+    return [
+        ("GET", "/api/interrupts", {}, True),
+        ("GET", f"/api/interrupts/{one}", {}, True),
+        ("POST", answer_path(t, i), {"json": {"response": {"approved": True}, "digest": digest}}, True),
+        ("GET", "/api/audit", {}, True),
+        ("GET", f"/api/threads/{quote(t, safe='')}/events", {}, True),
+        ("GET", "/api/events", {}, True),
+        ("GET", "/api/events/stream", {}, True),
+        ("GET", "/metrics", {}, True),
+        ("GET", "/healthz", {}, True),
+        ("GET", "/", {}, False),
+        ("GET", "/audit", {}, False),
+        ("GET", f"/interrupts/{one}", {}, False),
+        ("POST", f"/interrupts/{one}/answer", {"data": {"decision": "approve", "digest": digest, "csrf": csrf}}, False),
+        ("GET", f"/threads/{quote(t, safe='')}", {}, False),
+    ]
+
+
+@pytest.mark.postgres
 def test_every_route_answers_503_with_retry_after_while_the_database_is_down_and_the_stream_resumes(
     rig: Rig,
 ) -> None:
@@ -116,22 +142,8 @@ def test_every_route_answers_503_with_retry_after_while_the_database_is_down_and
             # ends without a protocol error (a reset would raise here).
             assert read_stream(lines, until=None) == []
 
-        routes: list[tuple[str, str, dict[str, object], bool]] = [
-            ("GET", "/api/interrupts", {}, True),
-            ("GET", f"/api/interrupts/{quote(t, safe='')}/{quote(first, safe='')}", {}, True),
-            ("POST", answer_path(t, second), {"json": {"response": {"approved": True}, "digest": digest}}, True),
-            ("GET", "/api/audit", {}, True),
-            ("GET", f"/api/threads/{quote(t, safe='')}/events", {}, True),
-            ("GET", "/api/events", {}, True),
+        routes = api_and_inbox_routes(t, first, digest, csrf) + [
             ("GET", "/api/events/stream", {"headers": {"Last-Event-ID": str(last)}}, True),
-            ("GET", "/metrics", {}, True),
-            ("GET", "/healthz", {}, True),
-            ("GET", "/", {}, False),
-            ("GET", "/audit", {}, False),
-            ("GET", f"/interrupts/{quote(t, safe='')}/{quote(first, safe='')}", {}, False),
-            ("POST", f"/interrupts/{quote(t, safe='')}/{quote(first, safe='')}/answer",
-             {"data": {"decision": "approve", "digest": digest, "csrf": csrf}}, False),
-            ("GET", f"/threads/{quote(t, safe='')}", {}, False),
         ]
         # Each route twice, on the same two kept-alive connections: a connection the
         # server dropped after an answer would fail the second request.
@@ -182,3 +194,56 @@ def test_every_route_answers_503_with_retry_after_while_the_database_is_down_and
     log = rig.server.logs()
     assert "Traceback" not in log, log
     assert json.dumps(TOKEN) not in log and TOKEN not in log
+
+
+# --- in-process, on both backends ----------------------------------------------------
+
+
+def test_the_app_answers_503_with_retry_after_on_every_route_when_its_database_cannot_answer(
+    db_url: str, backend: str, tmp_path: Path
+) -> None:
+    """create_app over a store whose database cannot answer: 503, Retry-After and the
+    API's JSON or the inbox's page on every route, never 500; nothing was written."""
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"ops": {"token_sha256": hashlib.sha256(TOKEN.encode()).hexdigest(), "roles": []}}))
+    t = f"locked-{uuid.uuid4().hex[:8]}"
+    with InterruptStore(db_url) as setup:
+        setup.setup()
+        i = mint(setup, t)
+        digest = digest_of(setup, t, i)
+        before = len(setup.events(after=0, limit=1000))
+    lock: sqlite3.Connection | None = None
+    if backend == "sqlite":
+        # Another process holds the file exclusively: every connection the store opens
+        # waits out its (short) timeout and is refused.
+        lock = sqlite3.connect(sa.make_url(db_url).database or "", isolation_level=None)
+        lock.execute("PRAGMA locking_mode=EXCLUSIVE")
+        lock.execute("BEGIN EXCLUSIVE")
+        down = f"{db_url}?timeout=0.05"
+    else:
+        down = str(sa.make_url(db_url).set(port=free_port()))
+    try:
+        with InterruptStore(down, busy_timeout=0.05) as store:
+            client = TestClient(create_app(store, auth=TokenAuth(tokens)), raise_server_exceptions=False)
+            form = client.get("/signin")
+            signed = client.post("/signin", data={"token": TOKEN, "csrf": csrf_of(form)}, follow_redirects=False)
+            assert signed.status_code == 303
+            csrf = csrf_of(client.get("/audit"))  # the sign-out form of the 503 page
+            for method, path, extra, is_api in api_and_inbox_routes(t, i, digest, csrf):
+                headers = {"Authorization": f"Bearer {TOKEN}"} if is_api else {}
+                response = client.request(method, path, headers=headers, **extra)  # type: ignore[arg-type]
+                where = f"{method} {path}"
+                assert response.status_code == 503, (where, response.status_code, response.text)
+                assert response.headers["retry-after"].isdigit(), where
+                if is_api:
+                    assert response.json()["error"], where
+                else:
+                    assert response.headers["content-type"].startswith("text/html"), where
+                    assert "not available" in response.text, where
+                    assert down not in response.text, where
+    finally:
+        if lock is not None:
+            lock.rollback()
+            lock.close()
+    with InterruptStore(db_url) as after:
+        assert len(after.events(after=0, limit=1000)) == before
