@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -28,6 +29,7 @@ import sqlalchemy as sa
 from pgcluster import PrivateCluster, free_port, unavailable_reason
 from service_rig import Served, answer_path, digest_of, mint, serve, write_tokens
 from starlette.testclient import TestClient
+from test_service_inbox import chromium_path, no_browser
 
 from symfonic_store import InterruptStore
 from symfonic_store.server import TokenAuth, create_app
@@ -194,6 +196,50 @@ def test_every_route_answers_503_with_retry_after_while_the_database_is_down_and
     log = rig.server.logs()
     assert "Traceback" not in log, log
     assert json.dumps(TOKEN) not in log and TOKEN not in log
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's Chromium, headless (as the inbox's browser tests drive it)."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        no_browser("playwright is not installed (pip install -e '.[test]')")
+    path = chromium_path()
+    if path is None:
+        no_browser("no Chromium found: apt-get install chromium (or set SYMFONIC_STORE_CHROMIUM)")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=path, headless=True)
+        yield launched
+        launched.close()
+
+
+@pytest.mark.postgres
+def test_the_open_inbox_comes_back_live_after_the_database_was_down(rig: Rig, browser: Any) -> None:
+    """An inbox page open through an outage: its stream ends, reopening it gets 503, and
+    once the database is back the page opens a new stream and shows what arrives, no reload."""
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.set_default_timeout(30_000)
+        page.goto(rig.server.url + "/")
+        page.fill("#token", TOKEN)
+        page.click("form[action='/signin'] button[type=submit]")
+        page.wait_for_selector("#live-status.on")
+        with page.expect_response(lambda r: "/api/events/stream" in r.url and r.status == 503):
+            rig.cluster.crash()
+        # The browser's stream was refused while the server was down (an EventSource
+        # does not retry after a 503 by itself); now the database comes back.
+        rig.cluster.start()
+        t = f"back-{uuid.uuid4().hex[:8]}"
+        with InterruptStore(rig.url) as writer:
+            mint(writer, t)
+        page.locator(f"li.interrupt[data-thread='{t}']").wait_for(state="visible")
+        page.wait_for_selector("#live-status.on")
+    finally:
+        if not rig.cluster.is_running():
+            rig.cluster.start()
+        context.close()
 
 
 # --- in-process, on both backends ----------------------------------------------------
