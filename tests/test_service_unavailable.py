@@ -293,3 +293,22 @@ def test_the_app_answers_503_with_retry_after_on_every_route_when_its_database_c
             lock.close()
     with InterruptStore(db_url) as after:
         assert len(after.events(after=0, limit=1000)) == before
+
+
+def test_a_last_resort_500_tells_the_client_the_connection_closes(store: InterruptStore, tmp_path: Path) -> None:
+    """An error nobody mapped is a 500 saying ``Connection: close`` (the server drops the
+    connection after it), so a keep-alive client opens a new one instead of being reset."""
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"ops": {"token_sha256": hashlib.sha256(TOKEN.encode()).hexdigest(), "roles": []}}))
+
+    def broken(**_: object) -> None:
+        raise RuntimeError("a bug")
+
+    store.audit = broken  # type: ignore[method-assign]
+    client = TestClient(create_app(store, auth=TokenAuth(tokens)), raise_server_exceptions=False)
+    response = client.get("/api/audit", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert response.status_code == 500
+    assert response.headers["connection"] == "close"
+    assert response.json() == {"error": "unexpected RuntimeError: see the server log"}
+    healthy = client.get("/api/events", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert healthy.status_code == 200 and "connection" not in healthy.headers

@@ -119,10 +119,8 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
 
 async def _database(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, DatabaseError)
-    if not is_unavailable(exc):
-        # Answered here, in place: no re-raise, so the connection stays open.
-        log.error("the database refused on %s %s: %s", request.method, request.url.path, exc)
-        return await _problem(request, Problem(500, f"the database refused: {exc}"))
+    if not is_unavailable(exc):  # a refused write: no retry helps, so not a 503
+        return await _unexpected(request, exc)
     return await _problem(request, unavailable(exc))
 
 
