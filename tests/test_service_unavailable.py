@@ -267,7 +267,7 @@ def test_the_app_answers_503_with_retry_after_on_every_route_when_its_database_c
         lock.execute("BEGIN EXCLUSIVE")
         down = f"{db_url}?timeout=0.05"
     else:
-        down = str(sa.make_url(db_url).set(port=free_port()))
+        down = sa.make_url(db_url).set(port=free_port()).render_as_string(hide_password=False)
     try:
         with InterruptStore(down, busy_timeout=0.05) as store:
             client = TestClient(create_app(store, auth=TokenAuth(tokens)), raise_server_exceptions=False)
