@@ -24,11 +24,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from .. import validation
-from ..errors import InvalidInputError
+from ..errors import DatabaseError, InvalidInputError
 from ..services.audit import AUDIT_FIELDS
 from .approvals import BadRequest, audit_page_of, page_limit
 from .limits import BodyTooLarge, read_body
 from .principal import Principal
+from .unavailable import RETRY_AFTER_SECONDS, is_unavailable, unavailable
 from .web import Problem, principal, query, raw_ids, service
 
 BODY_KEYS = {"response", "digest"}
@@ -189,7 +190,8 @@ async def _answer(request: Request, thread_id: str, interrupt_id: str) -> Respon
         svc.approvals.answer, who, thread_id, interrupt_id, body.get("response"), digest
     )
     svc.metrics.answered(result.status)
-    return JSONResponse(result.body, status_code=result.status)
+    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if result.status == 503 else None
+    return JSONResponse(result.body, status_code=result.status, headers=headers)
 
 
 # --- the audit, a thread, the log ---------------------------------------------------
@@ -254,19 +256,24 @@ async def events(request: Request) -> Response:
 
 
 async def stream(request: Request) -> Response:
-    """The log as Server-Sent Events, from ``Last-Event-ID`` (when sent) or ``after``."""
+    """The log as Server-Sent Events, from ``Last-Event-ID`` (when sent) or ``after``.
+
+    The first page is read before the response starts, so a database that cannot answer
+    gets its 503 (SPEC §12). When it goes away later, the stream ends -- the response
+    finishes cleanly -- and the client reconnects with ``Last-Event-ID``, from where it was.
+    """
     require(request, session=True)
     svc = service(request)
     resumed = request.headers.get("last-event-id")
     start = _position(resumed.strip() if resumed else query(request, "after"),
                       "Last-Event-ID" if resumed else "after")
+    first = await run_in_threadpool(svc.store.events, after=start, limit=STREAM_PAGE)
 
     async def tail() -> AsyncIterator[str]:
-        cursor = start
+        cursor, page = start, first
         quiet_since = checked = time.monotonic()
         yield "retry: 2000\n\n"
         while True:
-            page = await run_in_threadpool(svc.store.events, after=cursor, limit=STREAM_PAGE)
             for event in page:
                 data = json.dumps(event.as_dict(), ensure_ascii=False, separators=(",", ":"))
                 yield f"id: {event.position}\ndata: {data}\n\n"
@@ -274,18 +281,25 @@ async def stream(request: Request) -> Response:
                 # The store's cursor (I11): the last event seen, whatever order it reads in.
                 cursor = page[-1].position
                 quiet_since = time.monotonic()
-                if len(page) == STREAM_PAGE:
-                    continue
-            now = time.monotonic()
-            if now - checked > RECHECK_SECONDS:
-                # A revoked token or an ended session ends the stream too.
-                if principal(request, session=True) is None:
-                    return
-                checked = now
-            if now - quiet_since > HEARTBEAT_SECONDS:
-                yield ": still here\n\n"
-                quiet_since = now
-            await asyncio.sleep(svc.poll_interval)
+            if len(page) < STREAM_PAGE:
+                now = time.monotonic()
+                if now - checked > RECHECK_SECONDS:
+                    # A revoked token or an ended session ends the stream too.
+                    if principal(request, session=True) is None:
+                        return
+                    checked = now
+                if now - quiet_since > HEARTBEAT_SECONDS:
+                    yield ": still here\n\n"
+                    quiet_since = now
+                await asyncio.sleep(svc.poll_interval)
+            try:
+                page = await run_in_threadpool(svc.store.events, after=cursor, limit=STREAM_PAGE)
+            except DatabaseError as exc:
+                if not is_unavailable(exc):
+                    raise
+                log.warning("an event stream ended at position %d: the database is not "
+                            "available (%s)", cursor, exc)
+                return
 
     return StreamingResponse(
         tail(),
@@ -306,7 +320,13 @@ async def healthz(request: Request) -> Response:
 
     try:
         await run_in_threadpool(ping)
-    except Exception as exc:  # the database is down or the schema is not migrated
+    except DatabaseError as exc:
+        # Readiness, not liveness: this process is fine, its database is not. A balancer
+        # sends the request elsewhere; restarting the process would not bring it back.
+        problem = unavailable(exc)
+        return JSONResponse({"ok": False, "error": "the store is not available"}, status_code=503,
+                            headers=problem.headers)
+    except Exception as exc:  # the schema is not migrated, or newer than this release
         # Unauthenticated: the details go to the log, not to whoever asks.
         log.error("health check failed: %s", exc)
         return JSONResponse({"ok": False, "error": "the store is not available"}, status_code=503)

@@ -22,7 +22,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..errors import InvalidInputError
+from ..errors import DatabaseError, InvalidInputError
 from . import api
 from .approvals import Approvals, BadRequest
 from .auth import Authenticator, Network
@@ -31,6 +31,7 @@ from .limits import RateLimits
 from .metrics import ServiceMetrics
 from .policy import Policy
 from .sessions import DEFAULT_LIFETIME, Sessions
+from .unavailable import is_unavailable, unavailable
 from .web import Limiters, Problem, Service, app_path, principal
 
 if TYPE_CHECKING:
@@ -90,7 +91,8 @@ async def _problem(request: Request, exc: Exception) -> Response:
         return JSONResponse({"error": exc.message, **exc.extra}, status_code=exc.status, headers=exc.headers)
     who = principal(request, session=True)
     titles = {400: "Bad request", 401: "Not signed in", 403: "Not allowed", 404: "Not found",
-              405: "Not allowed here", 413: "Too large", 429: "Too many requests"}
+              405: "Not allowed here", 413: "Too large", 429: "Too many requests",
+              503: "Not available right now"}
     response = pages.render(request, "error.html", who=who, status=exc.status,
                             title=titles.get(exc.status, "Error"), message=exc.message)
     response.headers.update(exc.headers)
@@ -108,7 +110,18 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
     log.exception("unexpected error on %s %s", request.method, request.url.path)
-    return await _problem(request, Problem(500, f"unexpected {type(exc).__name__}: see the server log"))
+    # Starlette re-raises after this answer and uvicorn then drops the connection: say
+    # so, or a keep-alive client sends its next request into a closing socket.
+    return await _problem(request, Problem(
+        500, f"unexpected {type(exc).__name__}: see the server log", headers={"Connection": "close"}
+    ))
+
+
+async def _database(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, DatabaseError)
+    if not is_unavailable(exc):  # a refused write: no retry helps, so not a 503
+        return await _unexpected(request, exc)
+    return await _problem(request, unavailable(exc))
 
 
 def create_app(
@@ -208,6 +221,7 @@ def create_app(
             Problem: _problem,
             BadRequest: _bad_request,
             HTTPException: _http_error,
+            DatabaseError: _database,
             Exception: _unexpected,
         },
     )

@@ -13,8 +13,8 @@
     return;
   }
   var after = body.getAttribute("data-after") || "0";
-  var source = new EventSource(url + "?after=" + encodeURIComponent(after));
   var timer = null;
+  var RETRY_MS = 5000;
   var busy = false;
   var again = false;
 
@@ -41,11 +41,23 @@
       });
   }
 
-  source.onopen = function () { show("on", "live"); };
-  source.onerror = function () { show("off", "reconnecting"); };
-  source.onmessage = function () {
-    // Several events usually come together (a mint and a route): one refresh for them.
-    clearTimeout(timer);
-    timer = setTimeout(refresh, 150);
-  };
+  function open() {
+    var source = new EventSource(url + "?after=" + encodeURIComponent(after));
+    source.onopen = function () { show("on", "live"); };
+    source.onerror = function () {
+      if (source.readyState !== EventSource.CLOSED) { show("off", "reconnecting"); return; }
+      // A 503 (the store's database is unreachable) closes an EventSource for good: open
+      // a new one from the last event seen, after the server's Retry-After.
+      show("off", "offline");
+      setTimeout(open, RETRY_MS);
+    };
+    source.onmessage = function (event) {
+      if (event.lastEventId) { after = event.lastEventId; }
+      // Several events usually come together (a mint and a route): one refresh for them.
+      clearTimeout(timer);
+      timer = setTimeout(refresh, 150);
+    };
+  }
+
+  open();
 })();
