@@ -118,10 +118,10 @@ class SweepReport:
     redelivered: list[Expiry] = field(default_factory=list)
     claims_settled: list[tuple[str, str, str]] = field(default_factory=list)
     """``(thread_id, interrupt_id, outcome)`` for each gateway answer whose process
-    stopped before it settled (SPEC §8): ``resumed`` when the thread's checkpoint shows
-    LangGraph took it, ``released`` (recorded ``not_taken``, the interrupt open again)
-    when it did not. Only a sweep whose ``on_expired`` is a gateway's ``waker()``
-    settles claims: it can look at the checkpoint."""
+    stopped before it settled and whose lease ran out (SPEC §8, §12): ``resumed`` when the
+    thread's checkpoint shows LangGraph took it (only a sweep whose ``on_expired`` is a
+    gateway's ``waker()`` can look); else ``outcome_unknown`` (recorded as such, the
+    interrupt refuses answers until ``store.settle``), by any sweep that writes."""
     """Owed wake-ups of earlier expiries that this sweep delivered (``on_expired``
     returned): deliveries, not new expiries."""
     owed: int | None = None
