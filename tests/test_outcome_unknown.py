@@ -91,9 +91,15 @@ async def test_settling_what_is_not_of_unknown_outcome_is_refused(db_url: str, d
 
 
 async def test_the_settle_command(db_url: str) -> None:
-    """symfonic-store settle --as not-taken records the operator; settling again is exit 2."""
+    """symfonic-store sweep says what is of unknown outcome; settle --as not-taken records the operator; settling again is exit 2."""
     async with gate_for(db_url, "invoke", node_graph) as gate:
-        i = await unknown_outcome(gate, "t-cli")
+        (paused,) = (await gate.invoke({}, "t-cli"))["__interrupt__"]
+        i = paused.id
+        gate.store.claim("t-cli", i, {"approved": True}, actor="alice")
+        with freeze_time(datetime.now(UTC) + timedelta(hours=1)):
+            swept = run_cli("sweep", db=db_url)
+        assert swept.returncode == 0, swept.stderr
+        assert "1 abandoned answer(s) of unknown outcome" in swept.stdout + swept.stderr
         done = run_cli("settle", "t-cli", i, "--as", "not-taken", "--actor", "ops", db=db_url)
         assert done.returncode == 0, done.stderr
         assert "open again" in done.stdout

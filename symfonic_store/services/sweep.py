@@ -188,8 +188,15 @@ class SweepReport:
                 text += " (" + ", ".join(
                     f"{n} to {graph_label(g)}" for g, n in sorted(self.owed_to.items(), key=graph_order)
                 ) + ")"
-        if self.claims_settled:
-            text += f"; settled {len(self.claims_settled)} abandoned answer(s)"
+        unknown = sum(1 for *_, outcome in self.claims_settled if outcome == "outcome_unknown")
+        if len(self.claims_settled) > unknown:
+            text += f"; settled {len(self.claims_settled) - unknown} abandoned answer(s)"
+        if unknown:
+            text += (
+                f"; {unknown} abandoned answer(s) of unknown outcome: no answer is taken "
+                "until `symfonic-store settle THREAD INTERRUPT_ID --as taken|not-taken` says "
+                "what the graph did"
+            )
         return text
 
     def owed_advice(self) -> str | None:
