@@ -207,3 +207,126 @@ def test_a_server_crash_after_the_node_acted_is_outcome_unknown_and_the_tool_act
             ("alice", "outcome_unknown", None),
             ("alice", "not_taken", "ops"),
         ]
+
+
+# --- the answering process killed, on both backends ----------------------------------
+
+REFUND_MODULE = '''\
+"""A refund that needs approval; its tool keys its effect on symfonic_answer_id."""
+import json
+import operator
+import os
+import sqlite3
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+
+URL = {url!r}
+REFUNDS = Path({refunds!r})
+RUNS = Path({runs!r})
+
+
+def _saver():
+    if URL.startswith("sqlite"):
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        return SqliteSaver(sqlite3.connect({path!r}, check_same_thread=False))
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+
+    saver = PostgresSaver(psycopg.connect({conninfo!r}, autocommit=True, row_factory=dict_row))
+    saver.setup()
+    return saver
+
+
+def send_refund(amount, config):
+    """Acts once per answer id, however often the node runs."""
+    key = config["configurable"]["symfonic_answer_id"]
+    sent = REFUNDS.read_text().splitlines() if REFUNDS.exists() else []
+    if any(json.loads(line)["key"] == key for line in sent):
+        return "already sent"
+    with REFUNDS.open("a") as f:  # the effect, recorded under its key
+        f.write(json.dumps({{"key": key, "amount": amount}}) + "\\n")
+    return "sent"
+
+
+class State(TypedDict, total=False):
+    results: Annotated[list[str], operator.add]
+
+
+def approve(state, config):
+    answer = interrupt({{"name": "refund_approval", "amount": 1300}})
+    with RUNS.open("a") as f:
+        f.write("ran\\n")
+    if not (isinstance(answer, dict) and answer.get("approved") is True):
+        return {{"results": ["refused"]}}
+    result = send_refund(1300, config)
+    if os.environ.get("DIE_AFTER_THE_EFFECT"):
+        os._exit(17)  # the answering process dies before the step commits
+    return {{"results": [result]}}
+
+
+builder = StateGraph(State)
+builder.add_node("approve", approve)
+builder.add_edge(START, "approve")
+builder.add_edge("approve", END)
+graph = builder.compile(checkpointer=_saver(), name="refunds")
+'''
+
+ANSWERER = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import refunds
+from symfonic_store import InterruptGateway, InterruptStore
+store = InterruptStore(sys.argv[2])
+InterruptGateway(refunds.graph, store).answer(sys.argv[3], sys.argv[4], {"approved": True}, actor="alice")
+"""
+
+
+def test_an_answering_process_killed_after_the_node_acted_is_outcome_unknown(db_url: str, tmp_path: Path) -> None:
+    """The answering process dies after the tool acted: outcome_unknown by its actor, refused until settle, one refund (both backends)."""
+    import subprocess
+    import sys
+
+    from cli_helpers import cli_env
+    from service_rig import import_module_file
+
+    conninfo = "" if db_url.startswith("sqlite") else libpq_conninfo(db_url)
+    module = tmp_path / "refunds.py"
+    module.write_text(REFUND_MODULE.format(
+        url=db_url, refunds=str(tmp_path / "refunds.jsonl"), runs=str(tmp_path / "runs.txt"),
+        path=str(sa.make_url(db_url).database), conninfo=conninfo,
+    ))
+    refunds = import_module_file(module)
+    effects, runs = Effects(tmp_path / "refunds.jsonl"), tmp_path / "runs.txt"
+    thread = "t-killed"
+    with InterruptStore(db_url) as store:
+        store.setup()
+        gate = InterruptGateway(refunds.graph, store)
+        gate.invoke({}, config_for(thread, actor="requester"))
+        ((_, interrupt_id),) = [(o["thread_id"], o["interrupt_id"]) for o in store.open_interrupts(thread)]
+        answering = subprocess.run(
+            [sys.executable, "-c", ANSWERER, str(tmp_path), db_url, thread, interrupt_id],
+            env=cli_env({"DIE_AFTER_THE_EFFECT": "1"}), capture_output=True, text=True, timeout=120,
+        )
+        assert answering.returncode == 17, answering.stderr
+        assert len(effects.all()) == 1 and len(runs.read_text().splitlines()) == 1
+
+        with freeze_time(datetime.now(UTC) + timedelta(hours=1)):
+            report = store.sweep(on_expired=gate.waker())
+        assert report.claims_settled == [(thread, interrupt_id, "outcome_unknown")]
+        (unknown,) = [e for e in store.history(thread) if e.type == RESUME_REJECTED]
+        assert (unknown.actor, unknown.data["why"]) == ("alice", "outcome_unknown")
+        with pytest.raises(InterruptOutcomeUnknownError):
+            gate.answer(thread, interrupt_id, {"approved": True}, actor="bob")
+
+        store.settle(thread, interrupt_id, outcome="not_taken", actor="ops")
+        out = gate.answer(thread, interrupt_id, {"approved": True}, actor="bob")
+        assert out["results"] == ["already sent"]
+        assert len(runs.read_text().splitlines()) == 2 and len(effects.all()) == 1
+        (resumed,) = [e for e in store.history(thread) if e.type == RESUMED]
+        assert resumed.actor == "bob"
+    refunds.graph.checkpointer.conn.close()
