@@ -299,7 +299,7 @@ class InterruptGateway:
         # What LangGraph waits on right now, recorded first: an id it is not waiting on
         # is then unknown, resolved or superseded in the store, and refused below.
         yield _Store("record_waiting", (thread_id, waiting), {"actor": None, "graph": self.name})
-        opened = yield _Store("claim", (thread_id, interrupt_id, value), who)
+        yield _Store("claim", (thread_id, interrupt_id, value), who)
         target = next((w for w in waiting if w["interrupt_id"] == interrupt_id), None)
         if target is None:  # pragma: no cover - claim refuses what nobody waits on
             yield _Store("release", (thread_id, interrupt_id), {"error": "LangGraph is not waiting on it"})
@@ -331,7 +331,6 @@ class InterruptGateway:
                 f"{thread_id!r} ({error}); it stays open and the attempt is recorded",
                 thread_id=thread_id, interrupt_id=interrupt_id, error=error,
             )
-        del opened
         yield _Store("confirm", (thread_id, interrupt_id))
         yield _Store(
             "record_waiting", (thread_id, waiting_on(after)), {"actor": actor, "graph": self.name}
@@ -483,6 +482,7 @@ class InterruptGateway:
             UnknownInterruptError, InterruptAlreadyResolvedError, InterruptExpiredError,
                 ResumeNotAllowedError: refused and recorded; the graph does not run.
             InterruptInProgressError: another answer holds the claim (recorded).
+            InterruptOutcomeUnknownError: an earlier answer's outcome is unknown (recorded).
             AnswerNotTakenError: the graph raised on the answer or left the interrupt
                 pending; recorded as ``not_taken``; the interrupt stays open.
             InvalidInputError: the store's decisions function refused the answer

@@ -655,6 +655,8 @@ class Operations:
                 ResumeNotAllowedError: refused and recorded (nothing on a thread
                 without events).
             InterruptInProgressError: another answer holds the claim (recorded).
+            InterruptOutcomeUnknownError: a claim whose process died and whose outcome is
+                unknown holds it until :meth:`settle` (recorded).
             InvalidInputError: the decisions function raised or returned no decision
                 word (nothing recorded).
         """
