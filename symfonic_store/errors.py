@@ -13,6 +13,8 @@ command line) can catch the whole family in one ``except``::
     │   ├── InterruptExpiredError    it is (or just became) expired
     │   ├── ResumeNotAllowedError    the approvers policy refuses this actor
     │   ├── InterruptInProgressError another answer holds the claim (gateway)
+    │   ├── InterruptOutcomeUnknownError  a claimed answer's process died: did the
+    │   │                            graph act? an operator settles it (gateway)
     │   └── AnswerNotTakenError      the graph did not take the answer (gateway)
     ├── ConcurrencyConflictError     a racing writer won; retry
     ├── ProjectionMismatchError      the projection and the event log disagree
@@ -103,6 +105,25 @@ class InterruptInProgressError(InterruptStateError):
         interrupt_id: str,
         claimant: str | None = None,
         claimed_at: float | None = None,
+    ) -> None:
+        self.claimant = claimant
+        self.claimed_at = claimed_at
+        super().__init__(message, thread_id=thread_id, interrupt_id=interrupt_id)
+
+
+class InterruptOutcomeUnknownError(InterruptStateError):
+    """A claimed answer's process stopped and its lease ran out without the checkpoint
+    showing the answer taken: the graph may have acted. Every answer is refused until an
+    operator settles it (``symfonic-store settle`` / ``store.settle``)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        thread_id: str,
+        interrupt_id: str,
+        claimant: str,
+        claimed_at: float,
     ) -> None:
         self.claimant = claimant
         self.claimed_at = claimed_at

@@ -164,6 +164,7 @@ def _options_taking_values() -> list[tuple[str, str]]:
 # What each command needs besides the option under test, to get as far as parsing it.
 BASE_ARGS = {
     "resume": ["t", "i-000000000000", "--actor", "a"],
+    "settle": ["t", "i-000000000000", "--as", "taken", "--actor", "a"],
     "replay": ["t"],
     "sweep": ["--dry-run"],
     "archive": ["--before", "2026-01-01", "--out", "/nonexistent/archive.jsonl"],

@@ -393,32 +393,48 @@ async def test_stream_and_astream_record_after_the_stream_ends(db_url: str, driv
         assert opened["name"] == "wire_approval"
 
 
+@pytest.mark.parametrize("waker", [True, False], ids=["waker", "no-waker"])
 @pytest.mark.parametrize("consumed", [True, False], ids=["consumed", "not-consumed"])
-async def test_a_claim_left_by_a_dead_process_is_settled_by_the_next_sweep(db_url: str, consumed: bool) -> None:
-    """A gateway that claimed and died: the sweep looks at the checkpoint -- consumed: resumed; not: released and reopened."""
+async def test_a_claim_left_by_a_dead_process_is_settled_by_the_next_sweep(
+    db_url: str, consumed: bool, waker: bool
+) -> None:
+    """A gateway that claimed and died: consumed (seen by the waker): resumed; else outcome_unknown, never not_taken (SPEC §12)."""
     from datetime import UTC, datetime, timedelta
 
     from freezegun import freeze_time
     from langgraph.types import Command
+
+    from symfonic_store import InterruptOutcomeUnknownError
 
     async with gate_for(db_url, "invoke", node_graph) as gate:
         (paused,) = (await gate.invoke({}, "t-dead"))["__interrupt__"]
         gate.store.claim("t-dead", paused.id, {"approved": True}, actor="alice")  # then the process died
         if consumed:  # ... after LangGraph took the answer
             gate.gateway.graph.invoke(Command(resume={paused.id: {"approved": True}}), config_for("t-dead"))
-        assert gate.store.sweep(on_expired=gate.gateway.waker()).claims_settled == []  # within the lease
+        wake = {"on_expired": gate.gateway.waker()} if waker else {}
+        assert gate.store.sweep(**wake).claims_settled == []  # within the lease
         with freeze_time(datetime.now(UTC) + timedelta(hours=1)):
-            report = gate.store.sweep(on_expired=gate.gateway.waker())
-        assert report.claims_settled == [("t-dead", paused.id, "resumed" if consumed else "released")]
+            report = gate.store.sweep(**wake)
+            again = gate.store.sweep(**wake)
+        shown_taken = consumed and waker
+        outcome = "resumed" if shown_taken else "outcome_unknown"
+        assert report.claims_settled == [("t-dead", paused.id, outcome)]
+        assert again.claims_settled == []  # recorded once
         events = await gate.history("t-dead")
-        if consumed:
+        if shown_taken:
             (resumed,) = of_type(events, "interrupt.resumed")
             assert resumed.actor == "alice" and gate.wires.sent == [999]
-        else:
-            (released,) = of_type(events, "interrupt.resume_rejected")
-            assert released.actor == "alice" and released.data["why"] == "not_taken"
+            return
+        (unknown,) = of_type(events, "interrupt.resume_rejected")
+        assert unknown.actor == "alice" and unknown.data["why"] == "outcome_unknown"
+        assert unknown.data["detected_by"] == "sweep"
+        assert of_type(events, "interrupt.resumed") == []
+        with pytest.raises(InterruptOutcomeUnknownError) as refused:
             await gate.answer("t-dead", paused.id, {"approved": True}, "bob")
-            assert gate.wires.sent == [999]
+        assert refused.value.claimant == "alice" and "settle" in str(refused.value)
+        (opened,) = await gate.open("t-dead")
+        assert opened["outcome_unknown"] is True and opened["claimed_by"] == "alice"
+        assert gate.wires.sent == ([999] if consumed else [])  # the refused answer ran nothing
 
 
 @pytest.mark.parametrize("driver", DRIVERS)

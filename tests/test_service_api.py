@@ -383,6 +383,40 @@ def test_an_answer_the_graph_does_not_take_is_422_and_the_interrupt_stays_open(s
     assert record.outcome == "resumed" and [a["why"] for a in record.attempts] == ["not_taken"]
 
 
+def test_an_answer_whose_outcome_is_unknown_is_409_until_settled(site: Site) -> None:
+    """A claim whose process died and whose lease ran out: 409 outcome_unknown naming the claimant, the inbox says so; after settle the next answer is admitted."""
+    from datetime import UTC, datetime, timedelta
+
+    from freezegun import freeze_time
+
+    t = thread("wire-unknown")
+    i = raise_wire(site, t)
+    digest = digest_of(site.store, t, i)
+    before = wired(site.folder)
+    site.store.claim(t, i, {"approved": True}, actor="approver7")  # then its process died
+    with freeze_time(datetime.now(UTC) + timedelta(hours=1)):
+        site.store.sweep(thread_ids=[t])
+    claimed_at = next(e for e in site.store.history(t) if e.type == RESUME_REJECTED).data["claimed_at"]
+    ok = {"response": {"approved": True}, "digest": digest}
+    with site.as_("approver8") as client:
+        refused = client.post(answer_path(t, i), json=ok)
+        assert refused.status_code == 409, refused.text
+        body = refused.json()
+        assert body["outcome_unknown"] is True and body["claimed_by"] == "approver7"
+        assert body["claimed_at"] == datetime.fromtimestamp(claimed_at, UTC).isoformat()
+        assert "settle" in body["error"]
+        assert client.get(f"/api/interrupts/{t}/{i}").json()["outcome_unknown"] is True
+        page = client.get(f"/interrupts/{t}/{i}")
+        assert "outcome unknown" in page.text and "approver7" in page.text
+        assert wired(site.folder) == before  # the refused answer ran nothing
+        site.store.settle(t, i, outcome="not_taken", actor="ops")
+        again = client.post(answer_path(t, i), json=ok)
+    assert again.status_code == 200, again.text
+    assert wired(site.folder) == before + 1
+    rejected = [(e.actor, e.data["why"]) for e in site.store.history(t) if e.type == RESUME_REJECTED]
+    assert rejected == [("approver7", "outcome_unknown"), ("approver8", "outcome_unknown"), ("approver7", "not_taken")]
+
+
 def test_a_native_interrupt_of_a_graph_the_server_does_not_serve_is_409_and_nothing_is_written(site: Site) -> None:
     """No --graph of the mint's graph name: 409 saying so, and the thread's history is unchanged."""
     t = thread("unserved")

@@ -28,6 +28,7 @@ from .. import native
 from ..errors import AnswerNotTakenError, InvalidInputError
 from ..services.sweep import NOT_HELD
 from ..validation import required_id
+from .answer_id import ANSWER_ID_KEY, answer_id
 from .recording import saved_answers
 from .wakers import holds
 
@@ -281,6 +282,7 @@ class InterruptGateway:
         authenticated_by: str | None = None,
     ) -> _Plan:
         cfg = self._tag(_config(thread_id, actor, config))
+        cfg["configurable"][ANSWER_ID_KEY] = answer_id(thread_id, interrupt_id)
         who = {"actor": actor, "authenticated_by": authenticated_by}
         snapshot = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
         waiting = waiting_on(snapshot)
@@ -297,7 +299,7 @@ class InterruptGateway:
         # What LangGraph waits on right now, recorded first: an id it is not waiting on
         # is then unknown, resolved or superseded in the store, and refused below.
         yield _Store("record_waiting", (thread_id, waiting), {"actor": None, "graph": self.name})
-        opened = yield _Store("claim", (thread_id, interrupt_id, value), who)
+        yield _Store("claim", (thread_id, interrupt_id, value), who)
         target = next((w for w in waiting if w["interrupt_id"] == interrupt_id), None)
         if target is None:  # pragma: no cover - claim refuses what nobody waits on
             yield _Store("release", (thread_id, interrupt_id), {"error": "LangGraph is not waiting on it"})
@@ -329,7 +331,6 @@ class InterruptGateway:
                 f"{thread_id!r} ({error}); it stays open and the attempt is recorded",
                 thread_id=thread_id, interrupt_id=interrupt_id, error=error,
             )
-        del opened
         yield _Store("confirm", (thread_id, interrupt_id))
         yield _Store(
             "record_waiting", (thread_id, waiting_on(after)), {"actor": actor, "graph": self.name}
@@ -481,6 +482,7 @@ class InterruptGateway:
             UnknownInterruptError, InterruptAlreadyResolvedError, InterruptExpiredError,
                 ResumeNotAllowedError: refused and recorded; the graph does not run.
             InterruptInProgressError: another answer holds the claim (recorded).
+            InterruptOutcomeUnknownError: an earlier answer's outcome is unknown (recorded).
             AnswerNotTakenError: the graph raised on the answer or left the interrupt
                 pending; recorded as ``not_taken``; the interrupt stays open.
             InvalidInputError: the store's decisions function refused the answer
@@ -519,6 +521,7 @@ class InterruptGateway:
             return NOT_HELD  # another graph's thread: the wake-up stays owed to it
         waiting = waiting_on(snapshot)
         cfg = self._tag(_config(thread_id, None, None))
+        cfg["configurable"][ANSWER_ID_KEY] = answer_id(thread_id, interrupt_id)
         marker = _marker_interrupt(waiting, interrupt_id)
         if marker is not None:
             from ..protocol import expired_resume_value
@@ -543,12 +546,8 @@ class InterruptGateway:
     def _settle(self, thread_id: str, interrupt_id: str) -> _Plan:
         snapshot = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
         if any(w["interrupt_id"] == interrupt_id for w in waiting_on(snapshot)):
-            released = yield _Store(
-                "release",
-                (thread_id, interrupt_id),
-                {"error": "the process answering it stopped before the graph took the answer"},
-            )
-            return "released" if released else None
+            # Not shown taken is not "not taken": the sweep records it unknown (SPEC §12).
+            return None
         confirmed = yield _Store("confirm", (thread_id, interrupt_id))
         return "resumed" if confirmed else None
 
@@ -556,9 +555,10 @@ class InterruptGateway:
         """Settle an answer whose process stopped before it settled, from the checkpoint.
 
         LangGraph no longer waits on the interrupt: the answer was consumed, and the
-        claim becomes ``interrupt.resumed`` (``"resumed"``). It still waits: the claim is
-        released as ``not_taken`` and the interrupt reopens (``"released"``). The sweep
-        calls this for claims older than its lease when ``on_expired`` is :meth:`waker`.
+        claim becomes ``interrupt.resumed`` (``"resumed"``). It still waits: nothing is
+        written here (None), and the sweep records the outcome as unknown (SPEC §12) --
+        the graph may have acted before it died. The sweep calls this for claims older
+        than its lease when ``on_expired`` is :meth:`waker`.
         """
         return self._drive(self._settle(thread_id, interrupt_id))  # type: ignore[no-any-return]
 

@@ -38,6 +38,7 @@ from ..errors import (
     InterruptAlreadyResolvedError,
     InterruptExpiredError,
     InterruptInProgressError,
+    InterruptOutcomeUnknownError,
     InvalidInputError,
     PayloadTooLargeError,
     ProjectionMismatchError,
@@ -251,12 +252,14 @@ class Approvals:
             events=[e.as_dict() for e in events],
         )
         if ending is None and is_native_mint(data):
-            claimed = next(
+            opened = next(
                 (o for o in self.store.open_interrupts(thread_id) if o["interrupt_id"] == interrupt_id),
                 {},
-            ).get("claimed_by")
+            )
+            claimed = opened.get("claimed_by")
             view["in_progress"] = claimed is not None
             view["claimed_by"] = claimed
+            view["outcome_unknown"] = bool(opened.get("outcome_unknown"))
         return view
 
     def decision(self, thread_id: str, interrupt_id: str, approve: bool) -> Any:
@@ -372,6 +375,14 @@ class Approvals:
                 "outcome": "resumed", "actor": principal.name,
                 **self._decided(thread_id, interrupt_id), "resume": command.resume,
             })
+        except InterruptOutcomeUnknownError as exc:
+            return _error(
+                409,
+                str(exc),
+                outcome_unknown=True,
+                claimed_by=exc.claimant,
+                claimed_at=_iso(exc.claimed_at),
+            )
         except InterruptInProgressError as exc:
             return _error(
                 409,

@@ -133,7 +133,7 @@ class _StoreCollector(Collector):
         counted = CounterMetricFamily(
             "symfonic_answers",
             "Answers by outcome: resumed, or the refusal's why (already_resolved, expired, "
-            "not_allowed, in_progress, not_taken, unknown).",
+            "not_allowed, in_progress, not_taken, outcome_unknown, unknown).",
             labels=["outcome"],
         )
         for outcome in sorted(set(answers) | {"resumed"}):

@@ -118,10 +118,10 @@ class SweepReport:
     redelivered: list[Expiry] = field(default_factory=list)
     claims_settled: list[tuple[str, str, str]] = field(default_factory=list)
     """``(thread_id, interrupt_id, outcome)`` for each gateway answer whose process
-    stopped before it settled (SPEC §8): ``resumed`` when the thread's checkpoint shows
-    LangGraph took it, ``released`` (recorded ``not_taken``, the interrupt open again)
-    when it did not. Only a sweep whose ``on_expired`` is a gateway's ``waker()``
-    settles claims: it can look at the checkpoint."""
+    stopped before it settled and whose lease ran out (SPEC §8, §12): ``resumed`` when the
+    thread's checkpoint shows LangGraph took it (only a sweep whose ``on_expired`` is a
+    gateway's ``waker()`` can look); else ``outcome_unknown`` (recorded as such, the
+    interrupt refuses answers until ``store.settle``), by any sweep that writes."""
     """Owed wake-ups of earlier expiries that this sweep delivered (``on_expired``
     returned): deliveries, not new expiries."""
     owed: int | None = None
@@ -188,8 +188,15 @@ class SweepReport:
                 text += " (" + ", ".join(
                     f"{n} to {graph_label(g)}" for g, n in sorted(self.owed_to.items(), key=graph_order)
                 ) + ")"
-        if self.claims_settled:
-            text += f"; settled {len(self.claims_settled)} abandoned answer(s)"
+        unknown = sum(1 for *_, outcome in self.claims_settled if outcome == "outcome_unknown")
+        if len(self.claims_settled) > unknown:
+            text += f"; settled {len(self.claims_settled) - unknown} abandoned answer(s)"
+        if unknown:
+            text += (
+                f"; {unknown} abandoned answer(s) of unknown outcome: no answer is taken "
+                "until `symfonic-store settle THREAD INTERRUPT_ID --as taken|not-taken` says "
+                "what the graph did"
+            )
         return text
 
     def owed_advice(self) -> str | None:

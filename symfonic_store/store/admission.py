@@ -14,7 +14,8 @@ transaction on a synchronous ``Connection`` and appends through a
   (``in_progress``, naming the claimant). The claim commits before the graph runs.
 - :func:`confirm` turns the claim into ``interrupt.resumed`` once LangGraph consumed the
   answer; :func:`release` into ``interrupt.resume_rejected`` (``not_taken``), and the
-  interrupt reopens.
+  interrupt reopens. A claim whose process died and whose outcome nobody knows refuses
+  every answer until an operator settles it (:mod:`.settlement`).
 - :func:`record_task_writes` and :func:`record_checkpoint_moved` are what the recording
   checkpointer sees of graphs invoked without the gateway.
 """
@@ -44,6 +45,7 @@ from ..errors import (
     InterruptAlreadyResolvedError,
     InterruptExpiredError,
     InterruptInProgressError,
+    InterruptOutcomeUnknownError,
     InterruptStateError,
     InvalidInputError,
     ResumeNotAllowedError,
@@ -53,6 +55,7 @@ from ..events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED
 from ..projection import is_native_mint
 from ..projection_gaps import missing_row
 from .lifecycle import Rules, refuse
+from .settlement import OUTCOME_UNKNOWN, answer_data, unknown_record
 
 
 def json_safe(value: Any) -> Any:
@@ -260,6 +263,20 @@ def claim(
             ),
         )
     held = claim_rows(conn, thread_id).get(interrupt_id)
+    if held is not None and unknown_record(conn, thread_id, interrupt_id, held) is not None:
+        return _refuse(
+            w, interrupt_id, response, actor, OUTCOME_UNKNOWN,
+            InterruptOutcomeUnknownError(
+                f"{where} was claimed by {held['actor']!r} at {_when(held['claimed_at'])}, whose "
+                "process stopped before the checkpoint showed the answer taken: the graph may "
+                "have acted. No answer is admitted until an operator settles it: "
+                f"`symfonic-store settle {thread_id} {interrupt_id} --as taken|not-taken "
+                "--actor WHO` (store.settle); this answer was not applied and has been recorded",
+                thread_id=thread_id, interrupt_id=interrupt_id,
+                claimant=held["actor"], claimed_at=held["claimed_at"],
+            ),
+            claimant=held["actor"],
+        )
     if held is not None:
         return _refuse(
             w, interrupt_id, response, actor, "in_progress",
@@ -316,21 +333,6 @@ def claim(
     return row
 
 
-def _answer_data(
-    row: dict[str, Any], held: dict[str, Any], decision: str | None = None
-) -> dict[str, Any]:
-    """What a claimed answer records beside its response: decision, authentication."""
-    if decision is not None:
-        data: dict[str, Any] = {"decision": decision}
-    elif isinstance(held.get("decided"), dict):
-        data = dict(held["decided"])
-    else:  # a breakpoint confirmed without a word, or a claim taken before this release
-        data = decide_unrefusable(None, row["name"], row["payload"], held["response"])
-    if held.get("authenticated_by") is not None:
-        data["authenticated_by"] = held["authenticated_by"]
-    return data
-
-
 def confirm(
     conn: Connection,
     thread_id: str,
@@ -352,7 +354,7 @@ def confirm(
         RESUMED,
         interrupt_id=interrupt_id,
         actor=held["actor"],
-        data={"response": held["response"], "via": via, **_answer_data(row, held, decision)},
+        data={"response": held["response"], "via": via, **answer_data(row, held, decision)},
     )
     flush(conn, [w])
     return True
@@ -416,7 +418,7 @@ def record_task_writes(
                         data={
                             "response": held["response"],
                             "via": "gateway",
-                            **_answer_data(target, held),
+                            **answer_data(target, held),
                         },
                     )
                     del opened[interrupt_id]

@@ -46,7 +46,6 @@ from ..db.statements import (
     read_horizon,
     read_open_interrupts,
     read_page,
-    stale_claims,
     thread_events_query,
 )
 from ..decisions import DecisionRule
@@ -85,7 +84,7 @@ from ..services.sweep import (
     sweep_native_batch,
 )
 from ..services.verify import VerifyReport, verify
-from . import admission, lifecycle
+from . import admission, lifecycle, settlement
 from .lifecycle import ApproverPolicy, Rules, payload_approvers
 
 if TYPE_CHECKING:
@@ -298,10 +297,13 @@ def _wake(
 def _settle_claims(
     report: SweepReport, settle: Callable[[str, str], Any], scope: tuple[str, ...] | None
 ) -> Plan[None]:
-    """Settle the gateway answers whose process stopped before they settled (SPEC §8)."""
+    """Settle the gateway answers whose process stopped before they settled (SPEC §8)
+    when the checkpoint shows them taken; the others are left to :func:`_mark_unknown`."""
     stale: list[tuple[str, str]] = yield Op(
         partial(
-            stale_claims, claimed_before=time.time() - CLAIM_LEASE_SECONDS, thread_ids=scope
+            settlement.lapsed_claims,
+            claimed_before=time.time() - CLAIM_LEASE_SECONDS,
+            thread_ids=scope,
         ),
         write=False,
     )
@@ -313,6 +315,19 @@ def _settle_claims(
             continue
         if outcome:
             report.claims_settled.append((thread_id, interrupt_id, str(outcome)))
+
+
+def _mark_unknown(report: SweepReport, scope: tuple[str, ...] | None) -> Plan[None]:
+    """Every claim whose lease ran out, not shown taken: ``outcome_unknown`` (SPEC §12)."""
+    marked: list[tuple[str, str]] = yield Op(
+        partial(
+            settlement.mark_unknown,
+            claimed_before=time.time() - CLAIM_LEASE_SECONDS,
+            thread_ids=scope,
+        ),
+        write=True,
+    )
+    report.claims_settled.extend((t, i, settlement.OUTCOME_UNKNOWN) for t, i in marked)
 
 
 def _deliver_owed(
@@ -640,6 +655,8 @@ class Operations:
                 ResumeNotAllowedError: refused and recorded (nothing on a thread
                 without events).
             InterruptInProgressError: another answer holds the claim (recorded).
+            InterruptOutcomeUnknownError: a claim whose process died and whose outcome is
+                unknown holds it until :meth:`settle` (recorded).
             InvalidInputError: the decisions function raised or returned no decision
                 word (nothing recorded).
         """
@@ -685,6 +702,37 @@ class Operations:
             write=True,
         )
         return done
+
+    def settle(
+        self,
+        thread_id: str,
+        interrupt_id: str,
+        *,
+        outcome: settlement.Outcome,
+        actor: str,
+    ) -> Plan[None]:
+        """Say what became of an answer whose outcome is unknown (SPEC §12).
+
+        A sweep records a gateway answer whose process stopped, and whose checkpoint does
+        not show it taken, as ``outcome_unknown``; the interrupt then refuses every answer
+        until this call. ``outcome="taken"`` records the claimed answer as
+        ``interrupt.resumed`` (actor: the claimant); ``"not_taken"`` records it as
+        ``interrupt.resume_rejected`` (``why: "not_taken"``) and the interrupt is open
+        again. Both record the operator ``actor`` as ``data["settled_by"]``.
+
+        Raises:
+            InvalidInputError: a bad outcome or id, or the interrupt has no answer of
+                unknown outcome (nothing written).
+        """
+        t = validation.required_id(thread_id, "thread_id")
+        i = validation.required_id(interrupt_id, "interrupt_id")
+        a = validation.required_id(actor, "actor")
+        if outcome not in settlement.OUTCOMES:
+            raise InvalidInputError("outcome", f"must be one of {', '.join(settlement.OUTCOMES)}")
+        yield Op(
+            partial(settlement.settle, thread_id=t, interrupt_id=i, outcome=outcome, actor=a),
+            write=True,
+        )
 
     def record_task_writes(self, record: dict[str, Any]) -> Plan[None]:
         """What the recording checkpointer saw a task write (interrupts, an answer)."""
@@ -792,6 +840,8 @@ class Operations:
                 settle = getattr(wake, "settle_claim", None)
                 if callable(settle):
                     yield from _settle_claims(report, settle, scope)
+                if not dry_run:
+                    yield from _mark_unknown(report, scope)
                 after = ""
                 while True:
                     batch = yield Op(
@@ -930,7 +980,9 @@ class Operations:
         Each is a dict with ``thread_id``, ``interrupt_id``, ``name``, ``payload``,
         ``minted_at`` (Unix seconds) and ``source`` (``"marker"`` or ``"langgraph"``);
         LangGraph's also carry ``graph``, ``breakpoint``, ``checkpoint_id``, the
-        requester (``actor``) and, while an answer is in flight, ``claimed_by``.
+        requester (``actor``) and, while an answer is in flight, ``claimed_by``; an
+        answer whose outcome is unknown (SPEC §12) adds ``outcome_unknown: True`` and
+        ``claimed_at`` (Unix seconds).
         """
         t = validation.required_id(thread_id, "thread_id")
 
@@ -956,6 +1008,9 @@ class Operations:
                 held = claims.get(row["interrupt_id"])
                 if held is not None:
                     item["claimed_by"] = held["actor"]
+                    if settlement.unknown_record(conn, t, row["interrupt_id"], held) is not None:
+                        item["outcome_unknown"] = True
+                        item["claimed_at"] = held["claimed_at"]
                 items.append(item)
             return sorted(items, key=lambda i: i["minted_at"] or 0.0)
 

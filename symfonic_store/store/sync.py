@@ -276,6 +276,7 @@ class InterruptStore(Integrations):
     claim = _Operation(Operations.claim)
     confirm = _Operation(Operations.confirm)
     release = _Operation(Operations.release)
+    settle = _Operation(Operations.settle)
     record_task_writes = _Operation(Operations.record_task_writes)
     record_checkpoint_moved = _Operation(Operations.record_checkpoint_moved)
     interrupt_record = _Operation(Operations.interrupt_record)
