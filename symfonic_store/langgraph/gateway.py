@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING, Any
 from langgraph.types import Command
 
 from .. import native
-from ..errors import AnswerNotTakenError, InvalidInputError
+from ..errors import AnswerNotTakenError, DatabaseError, InvalidInputError
 from ..services.sweep import NOT_HELD
 from ..validation import required_id
+from .failures import failed_while_running
 from .recording import saved_answers
 from .wakers import holds
 
@@ -313,6 +314,8 @@ class InterruptGateway:
         saved = yield _Graph("saved_answers", (snapshot.config, target["task_id"]))
         try:
             result = yield _Graph("invoke", (command, cfg))
+        except DatabaseError as exc:
+            raise failed_while_running(thread_id, interrupt_id, exc) from exc
         except Exception as exc:
             yield from self._not_taken(thread_id, interrupt_id, target, _describe(exc), saved)
             raise AnswerNotTakenError(
@@ -347,6 +350,8 @@ class InterruptGateway:
             return dict(getattr(snapshot, "values", {}) or {})
         try:
             result = yield _Graph("invoke", (None, cfg))
+        except DatabaseError as exc:
+            raise failed_while_running(thread_id, interrupt_id, exc) from exc
         except Exception as exc:
             yield _Store("release", (thread_id, interrupt_id), {"error": _describe(exc)})
             raise AnswerNotTakenError(
