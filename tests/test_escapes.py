@@ -21,7 +21,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 from consistency import assert_consistent
-from graph_rig import config_for
+from graph_rig import config_for, new_store, open_saver, ready
 from native_graphs import Wires, node_graph
 from sqlalchemy import event
 
@@ -368,3 +368,59 @@ def test_a_saver_error_while_the_gateway_answers_is_told_unknown(
     raw_fault["saver"] = True
     plain = assert_told(lambda: gate.invoke({}, config_for("t-2")))
     assert plain.outcome_unknown is False
+
+
+@pytest.mark.parametrize("driver", ["invoke", "ainvoke"])
+async def test_the_callers_saver_failing_while_the_gateway_answers_is_told_unknown(
+    db_url: str, driver: str
+) -> None:
+    """LangGraph's own saver (on its own connection) losing it after the node acted: the store's DatabaseError, outcome unknown, the claim kept."""
+    store = new_store(db_url, driver)
+    await ready(store.setup())
+    try:
+        async with open_saver(db_url, driver) as saver:
+            wires = Wires()
+            gate = InterruptGateway(node_graph(saver, wires), store)
+            config = config_for("t")
+            out = await (gate.ainvoke({}, config) if driver == "ainvoke" else ready(gate.invoke({}, config)))
+            (paused,) = out["__interrupt__"]
+            lost = {"on": False}
+            error = driver_error(db_url)
+
+            def failing(method: Callable[..., Any]) -> Callable[..., Any]:
+                def call(*args: Any, **kwargs: Any) -> Any:
+                    if lost["on"]:
+                        raise error
+                    return method(*args, **kwargs)
+
+                return call
+
+            for name in ("put", "put_writes", "get_tuple", "aput", "aput_writes", "aget_tuple"):
+                setattr(saver, name, failing(getattr(saver, name)))
+            original_send = wires.send
+
+            def send(amount: int) -> str:
+                lost["on"] = True  # the saver's connection is gone once the node acted
+                return original_send(amount)
+
+            wires.send = send  # type: ignore[method-assign]
+
+            async def answer(actor: str) -> Any:
+                if driver == "ainvoke":
+                    return await gate.aanswer("t", paused.id, {"approved": True}, actor=actor)
+                return gate.answer("t", paused.id, {"approved": True}, actor=actor)
+
+            with pytest.raises(SymfonicStoreError) as info:
+                await answer("alice")
+            failure = info.value
+            assert_only_store_errors(failure)
+            assert isinstance(failure, DatabaseError) and failure.outcome_unknown is True
+            assert "the answer's claim is committed" in str(failure)
+            assert NOTHING_WRITTEN not in str(failure)
+            assert wires.sent == [999]
+            lost["on"] = False
+            with pytest.raises(InterruptInProgressError):
+                await answer("bob")
+            assert wires.sent == [999]
+    finally:
+        await ready(store.aclose() if driver == "ainvoke" else store.close())

@@ -2,7 +2,25 @@
 
 from __future__ import annotations
 
+from ..db.translate import as_dbapi_error, scrubbed_cause, translated
 from ..errors import DatabaseError
+
+READS = frozenset({"get_state", "saved_answers"})
+"""The gateway's graph steps that write nothing."""
+
+
+def store_error(exc: Exception, *, step: str | None) -> Exception:
+    """``exc``, or the store's error for it when it is a driver's or SQLAlchemy's: what a
+    LangGraph saver the caller gave the graph (on its own connection) raised, classified
+    by code like the store's own (the driver's error stays the ``__cause__``). Such a
+    saver commits on its own, so only a read (``step`` in :data:`READS`) is known to
+    have written nothing."""
+    error = translated(exc, may_have_committed=step not in READS)
+    if error is None:
+        return exc
+    error.__cause__ = scrubbed_cause(as_dbapi_error(exc) or exc)
+    error.__suppress_context__ = True
+    return error
 
 
 def failed_while_running(thread_id: str, interrupt_id: str, exc: DatabaseError) -> DatabaseError:
@@ -11,7 +29,7 @@ def failed_while_running(thread_id: str, interrupt_id: str, exc: DatabaseError) 
     statement's own transaction did. The claim is kept (releasing it would let a second
     answer run the node again)."""
     step = (
-        "whether the graph's step was saved is unknown (the connection failed while committing)"
+        "whether the graph's step was saved is unknown"
         if exc.outcome_unknown
         else "the graph's step was not saved"
     )

@@ -28,7 +28,7 @@ from .. import native
 from ..errors import AnswerNotTakenError, DatabaseError, InvalidInputError
 from ..services.sweep import NOT_HELD
 from ..validation import required_id
-from .failures import failed_while_running
+from .failures import failed_while_running, store_error
 from .recording import saved_answers
 from .wakers import holds
 
@@ -418,7 +418,7 @@ class InterruptGateway:
             try:
                 result = self._sync_step(step)
             except Exception as exc:
-                error = exc
+                error = store_error(exc, step=step.method)  # SPEC §12
 
     async def _adrive(self, plan: _Plan) -> Any:
         result: Any = None
@@ -432,7 +432,7 @@ class InterruptGateway:
             try:
                 result = await self._async_step(step)
             except Exception as exc:
-                error = exc
+                error = store_error(exc, step=step.method)
 
     # --- the graph's own entry points ----------------------------------------------
 
