@@ -424,3 +424,44 @@ async def test_the_callers_saver_failing_while_the_gateway_answers_is_told_unkno
             assert wires.sent == [999]
     finally:
         await ready(store.aclose() if driver == "ainvoke" else store.close())
+
+
+def test_a_checkpointer_group_lost_at_commit_is_unknown_and_not_retried(sqlite_url: str) -> None:
+    """SQLite's grouped checkpointer writes lost at COMMIT: every writer is told 'unknown'; none is retried (the group had committed)."""
+    from symfonic_store.store.ops import Op
+
+    store = InterruptStore(sqlite_url)
+    store.setup()
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE scratch (n INTEGER)")
+    writer = checkpointer_module._sqlite_writer(store.engine)
+    fired = {"done": False}
+
+    def lost_at_commit(conn: Any) -> None:
+        if not fired["done"]:
+            fired["done"] = True
+            dbapi = conn.connection.dbapi_connection
+            dbapi.commit()  # the database has the group, durably ...
+            dbapi.close()  # ... and the acknowledgement is lost
+
+    def insert(n: int) -> Op[None]:
+        return Op(lambda c: c.execute(sa.text("INSERT INTO scratch VALUES (:n)"), {"n": n}), write=True)
+
+    first = checkpointer_module._Job(insert(1))
+    writer._queued.append(first)  # queued by another thread: the next writer commits both
+    event.listen(store.engine, "commit", lost_at_commit)
+    try:
+        with pytest.raises(DatabaseError) as info:
+            writer.run(store, insert(2))
+        assert fired["done"]
+        for error in (info.value, first.error):
+            assert isinstance(error, DatabaseError)
+            assert_only_store_errors(error)
+            assert error.outcome_unknown is True
+            assert NOTHING_WRITTEN not in str(error)
+        event.remove(store.engine, "commit", lost_at_commit)
+        with store.engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT n FROM scratch ORDER BY n").scalars().all() == [1, 2]
+    finally:
+        writer.close()
+        store.close()
