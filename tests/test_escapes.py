@@ -465,3 +465,35 @@ def test_a_checkpointer_group_lost_at_commit_is_unknown_and_not_retried(sqlite_u
     finally:
         writer.close()
         store.close()
+
+
+@pytest.mark.parametrize("driver", ["invoke", "ainvoke"])
+async def test_the_gateways_stream_tells_a_saver_failure_as_the_stores_error(
+    db_url: str, driver: str
+) -> None:
+    """gateway.stream / astream over LangGraph's own saver losing its connection: the store's DatabaseError, not the driver's."""
+    store = new_store(db_url, driver)
+    await ready(store.setup())
+    try:
+        async with open_saver(db_url, driver) as saver:
+            error = driver_error(db_url)
+
+            def lost(*args: Any, **kwargs: Any) -> Any:
+                raise error
+
+            for name in ("put", "aput"):
+                setattr(saver, name, lost)
+            gate = InterruptGateway(node_graph(saver, Wires()), store)
+            with pytest.raises(SymfonicStoreError) as info:
+                if driver == "ainvoke":
+                    async for _chunk in gate.astream({}, config_for("t")):
+                        pass
+                else:
+                    for _chunk in gate.stream({}, config_for("t")):
+                        pass
+            assert_only_store_errors(info.value)
+            assert isinstance(info.value, DatabaseError)
+            assert info.value.outcome_unknown is True  # a saver's write commits on its own
+            assert isinstance(info.value.__cause__, sa.exc.DBAPIError)
+    finally:
+        await ready(store.aclose() if driver == "ainvoke" else store.close())

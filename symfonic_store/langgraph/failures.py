@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from ..db.translate import as_dbapi_error, scrubbed_cause, translated
 from ..errors import DatabaseError
 
@@ -21,6 +24,18 @@ def store_error(exc: Exception, *, step: str | None) -> Exception:
     error.__cause__ = scrubbed_cause(as_dbapi_error(exc) or exc)
     error.__suppress_context__ = True
     return error
+
+
+@contextlib.contextmanager
+def store_errors(step: str) -> Iterator[None]:
+    """Raise :func:`store_error` of what the graph's ``step`` raises (a stream's chunks)."""
+    try:
+        yield
+    except Exception as exc:
+        error = store_error(exc, step=step)
+        if error is exc:
+            raise
+        raise error from error.__cause__
 
 
 def failed_while_running(thread_id: str, interrupt_id: str, exc: DatabaseError) -> DatabaseError:

@@ -28,7 +28,7 @@ from .. import native
 from ..errors import AnswerNotTakenError, DatabaseError, InvalidInputError
 from ..services.sweep import NOT_HELD
 from ..validation import required_id
-from .failures import failed_while_running, store_error
+from .failures import failed_while_running, store_error, store_errors
 from .recording import saved_answers
 from .wakers import holds
 
@@ -448,7 +448,8 @@ class InterruptGateway:
         """``graph.stream``; once the stream ends, record what the thread waits on."""
         cfg = self._tag(config)
         _thread_of(cfg)
-        yield from self.graph.stream(input, cfg, **kwargs)
+        with store_errors("stream"):
+            yield from self.graph.stream(input, cfg, **kwargs)
         self._drive(self._record(cfg))
 
     async def astream(
@@ -457,8 +458,9 @@ class InterruptGateway:
         """``graph.astream``; once the stream ends, record what the thread waits on."""
         cfg = self._tag(config)
         _thread_of(cfg)
-        async for chunk in self.graph.astream(input, cfg, **kwargs):
-            yield chunk
+        with store_errors("stream"):
+            async for chunk in self.graph.astream(input, cfg, **kwargs):
+                yield chunk
         await self._adrive(self._record(cfg))
 
     # --- answers ---------------------------------------------------------------------
