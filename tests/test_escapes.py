@@ -28,24 +28,29 @@ from sqlalchemy import event
 from symfonic_store import (
     AsyncInterruptStore,
     DatabaseError,
+    InterruptAlreadyResolvedError,
     InterruptGateway,
     InterruptInProgressError,
     InterruptStore,
     SweepIncompleteError,
     SymfonicStoreError,
 )
+from symfonic_store.db.executor import in_driver_transaction
 from symfonic_store.langgraph import checkpointer as checkpointer_module
 from symfonic_store.store import execute as execute_module
+from symfonic_store.store.ops import Op
 
 NOTHING_WRITTEN = "nothing of it was written"
 
 
 def terminate(url: str, pid: int) -> None:
-    """End one backend of the server, as an administrator would."""
+    """End one backend of the server, as an administrator would, and return once it is gone."""
     admin = sa.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
     try:
         with admin.connect() as conn:
-            assert conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid}).scalar()
+            # With a timeout (PostgreSQL 14+) the server returns once the backend is gone.
+            ended = conn.execute(sa.text("SELECT pg_terminate_backend(:pid, 10000)"), {"pid": pid})
+            assert ended.scalar()
     finally:
         admin.dispose()
 
@@ -121,10 +126,40 @@ def test_a_connection_terminated_while_the_gateway_answers_is_told_unknown(
         else:
             assert "the graph's step was not saved" in message
         assert wires.sent == [999]
-        # The claim is kept: a second answer cannot run the node again.
-        with pytest.raises(InterruptInProgressError):
+        # The claim is kept (or, when the step did commit, the answer is recorded as
+        # taken): a second answer cannot run the node again.
+        with pytest.raises((InterruptInProgressError, InterruptAlreadyResolvedError)):
             gate.answer("t", paused.id, {"approved": True}, actor="bob")
         assert wires.sent == [999]
+    finally:
+        store.close()
+
+
+@pytest.mark.postgres
+def test_the_engines_begin_hook_meeting_a_dead_connection_is_the_stores_error(
+    postgres_schema_url: str,
+) -> None:
+    """SQLAlchemy joining a pipelined write whose backend was terminated: the store's runner raises DatabaseError (not psycopg's) and the connection is invalidated."""
+    url = postgres_schema_url
+    store = InterruptStore(url)
+    store.setup()
+
+    def work(conn: sa.Connection) -> None:
+        # The write's BEGIN is queued in psycopg's pipeline; SQLAlchemy's statement makes
+        # the engine's begin hook leave the pipeline, on a dead connection.
+        terminate(url, conn.connection.dbapi_connection.info.backend_pid)
+        conn.execute(sa.text("SELECT 1"))
+
+    try:
+        with store.engine.connect() as conn:
+            with pytest.raises(DatabaseError) as info:
+                execute_module.execute(conn, Op(work, write=True))
+            assert conn.invalidated  # the pool will not hand the dead connection out again
+        assert_only_store_errors(info.value)
+        assert isinstance(info.value.__cause__, sa.exc.DBAPIError)
+        assert info.value.outcome_unknown is False
+        assert NOTHING_WRITTEN in str(info.value)  # it failed before COMMIT: that is known
+        assert store.list_pending() == []  # the store carries on with a new connection
     finally:
         store.close()
 
@@ -148,7 +183,7 @@ BATCH = 2
 
 
 @pytest.mark.postgres
-@pytest.mark.parametrize("where", ["while idle between batches", "at the batch's commit"])
+@pytest.mark.parametrize("where", ["as SQLAlchemy joins a write", "at the batch's commit"])
 def test_a_connection_terminated_mid_sweep_keeps_the_committed_report(
     postgres_schema_url: str, where: str
 ) -> None:
@@ -158,36 +193,44 @@ def test_a_connection_terminated_mid_sweep_keeps_the_committed_report(
     store.setup()
     for n in range(THREADS):
         store.mint(f"t-{n}", stale_marker(n))
-    pids = store_pids(store)
+    store_pids(store)
     woken: list[tuple[str, str, str]] = []
     seen = {"after": 0, "fired": False}
 
     def on_expired(thread_id: str, interrupt_id: str, reason: str) -> None:
         woken.append((thread_id, interrupt_id, reason))
-        if where == "while idle between batches" and len(woken) == 4:
-            # The connection is idle: the next write transaction queues its BEGIN in
-            # psycopg's pipeline, and the engine's begin hook, leaving the pipeline for
-            # SQLAlchemy's first statement, meets the dead connection (SQLAlchemy calls
-            # hooks outside its own error handling).
+
+    def kill_on_join(conn: Any) -> None:
+        # Once two batches are committed and woken, the next write (settling the fourth
+        # wake-up) queues its BEGIN in psycopg's pipeline, and SQLAlchemy joins it for
+        # its first statement: the backend is ended first, so the engine's begin hook,
+        # leaving the pipeline, meets the dead connection -- outside SQLAlchemy's error
+        # handling, which does not wrap what a hook raises.
+        if where != "as SQLAlchemy joins a write" or seen["fired"] or len(woken) < 4:
+            return
+        if in_driver_transaction(conn):
             seen["fired"] = True
-            for pid in sorted(pids):
-                terminate(url, pid)
+            terminate(url, conn.connection.dbapi_connection.info.backend_pid)
 
     def kill_at_commit(conn: Any) -> None:
         # Armed once two batches are committed and woken: the first write after the
         # fourth wake-up settles it, the second is the third batch.
-        if seen["fired"] or len(woken) < 4 or not conn.get_execution_options().get("symfonic_write"):
+        if where != "at the batch's commit" or seen["fired"] or len(woken) < 4:
+            return
+        if not conn.get_execution_options().get("symfonic_write"):
             return
         seen["after"] += 1
         if seen["after"] == 2:
             seen["fired"] = True
             terminate(url, conn.connection.dbapi_connection.info.backend_pid)
 
+    event.listen(store.engine, "begin", kill_on_join, insert=True)
     event.listen(store.engine, "commit", kill_at_commit)
     try:
         with pytest.raises(SweepIncompleteError) as info:
             store.sweep(ttl_seconds=60, batch_size=BATCH, on_expired=on_expired)
         event.remove(store.engine, "commit", kill_at_commit)
+        event.remove(store.engine, "begin", kill_on_join)
         error = info.value
         assert seen["fired"]
         assert_only_store_errors(error)
@@ -428,8 +471,6 @@ async def test_the_callers_saver_failing_while_the_gateway_answers_is_told_unkno
 
 def test_a_checkpointer_group_lost_at_commit_is_unknown_and_not_retried(sqlite_url: str) -> None:
     """SQLite's grouped checkpointer writes lost at COMMIT: every writer is told 'unknown'; none is retried (the group had committed)."""
-    from symfonic_store.store.ops import Op
-
     store = InterruptStore(sqlite_url)
     store.setup()
     with store.engine.begin() as conn:
