@@ -538,3 +538,32 @@ async def test_the_gateways_stream_tells_a_saver_failure_as_the_stores_error(
             assert isinstance(info.value.__cause__, sa.exc.DBAPIError)
     finally:
         await ready(store.aclose() if driver == "ainvoke" else store.close())
+
+
+async def test_no_saver_error_escapes_the_async_checkpointer(
+    db_url: str, raw_fault: dict[str, bool]
+) -> None:
+    """The asyncio store's checkpointer (its saver driven inside run_sync) tells the store's error too."""
+    astore = AsyncInterruptStore(db_url)
+    try:
+        await astore.setup()
+        saver = astore.checkpointer()
+        graph = node_graph(saver, Wires())
+        await graph.ainvoke({}, config_for("t"))
+        head = await saver.aget_tuple(config_for("t"))
+        assert head is not None
+        raw_fault["saver"] = True
+        for call in (
+            lambda: saver.aget_tuple(config_for("t")),
+            lambda: saver.aput_writes(head.config, [("answers", [1])], "task-1"),
+            lambda: saver.adelete_thread("t"),
+            lambda: graph.ainvoke({}, config_for("t-2")),
+        ):
+            with pytest.raises(DatabaseError) as info:
+                await call()
+            assert_only_store_errors(info.value)
+            assert isinstance(info.value.__cause__, sa.exc.DBAPIError)
+        raw_fault["saver"] = False
+        assert await saver.aget_tuple(config_for("t")) == head
+    finally:
+        await astore.aclose()
