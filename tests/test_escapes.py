@@ -567,3 +567,52 @@ async def test_no_saver_error_escapes_the_async_checkpointer(
         assert await saver.aget_tuple(config_for("t")) == head
     finally:
         await astore.aclose()
+
+
+def test_a_saver_failure_after_the_markers_resume_is_told_unknown(db_url: str) -> None:
+    """The seed marker's interrupt answered through the gateway: the resume is committed, so a saver failure afterwards is 'unknown', never 'nothing was written'."""
+    import asyncio
+
+    from symfonic_store.demo import RefundLedger, build_agent_graph, refund_tools
+
+    async def scenario() -> None:
+        store = InterruptStore(db_url)
+        store.setup()
+        try:
+            async with open_saver(db_url, "invoke") as saver:
+                graph = build_agent_graph(store, checkpointer=saver, tools=refund_tools(RefundLedger()))
+                gate = InterruptGateway(graph, store)
+                gate.invoke({"messages": [("user", "Please refund $420 to order 1181.")]}, config_for("t"))
+                (opened,) = store.open_interrupts("t")
+                assert opened["source"] == "marker"
+                lost = {"on": False}
+                error = driver_error(db_url)
+                for name in ("put", "put_writes", "get_tuple"):
+                    method = getattr(saver, name)
+
+                    def failing(*args: Any, _method: Any = method, **kwargs: Any) -> Any:
+                        if lost["on"]:
+                            raise error
+                        return _method(*args, **kwargs)
+
+                    setattr(saver, name, failing)
+                resume = store.resume
+
+                def resume_then_lose(*args: Any, **kwargs: Any) -> Any:
+                    command = resume(*args, **kwargs)
+                    lost["on"] = True  # the saver's connection is gone once the answer is in
+                    return command
+
+                store.resume = resume_then_lose  # type: ignore[method-assign]
+                with pytest.raises(DatabaseError) as info:
+                    gate.answer("t", opened["interrupt_id"], {"approved": True}, actor="alice")
+                assert_only_store_errors(info.value)
+                assert info.value.outcome_unknown is True
+                assert "the answer is recorded (resumed)" in str(info.value)
+                assert NOTHING_WRITTEN not in str(info.value)
+                lost["on"] = False
+                assert [e.type for e in store.history("t")].count("interrupt.resumed") == 1
+        finally:
+            store.close()
+
+    asyncio.run(scenario())

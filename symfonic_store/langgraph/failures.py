@@ -38,20 +38,28 @@ def store_errors(step: str) -> Iterator[None]:
         raise error from error.__cause__
 
 
-def failed_while_running(thread_id: str, interrupt_id: str, exc: DatabaseError) -> DatabaseError:
-    """The database failed while the graph ran an admitted answer: the claim is committed
-    and the node may have acted, so the answer's outcome is unknown, whatever the failing
-    statement's own transaction did. The claim is kept (releasing it would let a second
-    answer run the node again)."""
+def failed_while_running(
+    thread_id: str, interrupt_id: str, exc: DatabaseError, *, resumed: bool = False
+) -> DatabaseError:
+    """The database failed while the graph ran an admitted answer: the claim (or, for the
+    seed marker's interrupt, the resume) is committed and the node may have acted, so the
+    answer's outcome is unknown, whatever the failing statement's own transaction did. A
+    claim is kept (releasing it would let a second answer run the node again)."""
     step = (
         "whether the graph's step was saved is unknown"
         if exc.outcome_unknown
         else "the graph's step was not saved"
     )
+    admitted = "the answer is recorded (resumed)" if resumed else "the answer's claim is committed"
+    after = (
+        "A second answer is refused as already answered"
+        if resumed
+        else "The interrupt stays claimed"
+    )
     return DatabaseError(
         f"the database failed while the graph ran the answer to interrupt {interrupt_id!r} on "
-        f"thread {thread_id!r}: the answer's claim is committed and the graph may already have "
-        f"acted on it; {step}, so the answer's outcome is unknown. The interrupt stays claimed: "
-        f"check the thread (`symfonic-store replay {thread_id}`) before answering again",
+        f"thread {thread_id!r}: {admitted} and the graph may already have acted on it; "
+        f"{step}, so the answer's outcome is unknown. {after}: check the thread "
+        f"(`symfonic-store replay {thread_id}`) before acting on it again",
         outcome_unknown=True,
     )

@@ -290,9 +290,10 @@ class InterruptGateway:
             # The seed node's own interrupt: the store's front door (N2), then the graph,
             # in the map form under LangGraph's id (other interrupts may be open too).
             command = yield _Store("resume", (thread_id, interrupt_id, value), who)
-            result = yield _Graph(
-                "invoke", (Command(resume={marker["interrupt_id"]: command.resume}), cfg)
-            )
+            try:
+                result = yield _Graph("invoke", (Command(resume={marker["interrupt_id"]: command.resume}), cfg))
+            except DatabaseError as exc:  # the resume is committed: it is never "nothing"
+                raise failed_while_running(thread_id, interrupt_id, exc, resumed=True) from exc
             yield from self._record(cfg)
             return result
         # What LangGraph waits on right now, recorded first: an id it is not waiting on
