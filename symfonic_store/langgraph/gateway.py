@@ -493,6 +493,9 @@ class InterruptGateway:
                 pending; recorded as ``not_taken``; the interrupt stays open.
             InvalidInputError: the store's decisions function refused the answer
                 (nothing recorded; the graph does not run).
+            DatabaseError: the database failed; once the answer was admitted (claimed,
+                or resumed for the seed marker) ``outcome_unknown`` is True and the claim
+                is kept: the node may have acted.
         """
         t, i, a = self._answer_args(thread_id, interrupt_id, actor)
         return self._drive(self._answer(t, i, value, a, config, authenticated_by))
