@@ -31,6 +31,21 @@ MAX_BUSY_TIMEOUT = 2_000_000
 
 
 
+def _driver_error(connection: Connection, sql: str, exc: Exception) -> sa.exc.DBAPIError:
+    """A driver's error met in an event hook, as SQLAlchemy raises its own: wrapped, and,
+    when it means the connection is gone, flagged so with the connection invalidated (the
+    pool will not hand it out again, nor try to reset it)."""
+    dialect = connection.dialect
+    lost = dialect.is_disconnect(exc, connection.connection.dbapi_connection, None)  # type: ignore[arg-type]
+    error = sa.exc.DBAPIError.instance(
+        sql, (), exc, dialect.loaded_dbapi.Error, dialect=dialect, connection_invalidated=lost
+    )
+    if lost and not connection.invalidated:
+        connection.invalidate(exc)
+    assert isinstance(error, sa.exc.DBAPIError)
+    return error
+
+
 def _run_on_driver(connection: Connection, sql: str) -> None:
     """Run ``sql`` straight on the driver's cursor, its errors wrapped like SQLAlchemy's.
 
@@ -46,9 +61,7 @@ def _run_on_driver(connection: Connection, sql: str) -> None:
         cursor = dbapi_connection.cursor()
         cursor.execute(sql)
     except connection.dialect.loaded_dbapi.Error as exc:
-        raise sa.exc.DBAPIError.instance(
-            sql, (), exc, connection.dialect.loaded_dbapi.Error, dialect=connection.dialect
-        ) from exc
+        raise _driver_error(connection, sql, exc) from exc
     finally:
         if cursor is not None:
             cursor.close()
@@ -90,8 +103,13 @@ def _install_postgres_behaviour(engine: Engine) -> None:
     def _on_begin(connection: Connection) -> None:
         if in_driver_transaction(connection):
             # A statement through SQLAlchemy inside a fast-path transaction: it joins
-            # that transaction, after the pipeline has delivered what it holds.
-            leave_pipeline_for_sqlalchemy(connection)
+            # that transaction, after the pipeline has delivered what it holds. SQLAlchemy
+            # calls this hook outside its own error handling: the driver's error (the
+            # queued statements met a dead connection) is wrapped here.
+            try:
+                leave_pipeline_for_sqlalchemy(connection)
+            except connection.dialect.loaded_dbapi.Error as exc:
+                raise _driver_error(connection, "(pipeline)", exc) from exc
             return
         options = connection.get_execution_options()
         if options.get("isolation_level") == "AUTOCOMMIT" and "symfonic_write" not in options:

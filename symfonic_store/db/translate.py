@@ -14,6 +14,10 @@ retries. Every other integrity error -- a trigger (the event table is append-onl
 NULL, CHECK, a foreign key, someone else's unique index -- is the database refusing the
 write, :class:`~symfonic_store.ConstraintViolationError`, which no retry can fix.
 
+A driver's exception that reaches a public call unwrapped -- raised on a cursor of the
+driver's own (LangGraph's savers inside ``store.checkpointer()``), or by an engine event
+hook -- is classified the same way (:func:`as_dbapi_error`): no driver exception escapes.
+
 The driver's exception stays reachable as the ``__cause__`` (``symfonic-store
 --traceback`` prints it), or a copy with password-like text masked when it has any.
 """
@@ -23,6 +27,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import sqlite3
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -350,6 +356,42 @@ def classify(exc: sa.exc.DBAPIError, *, may_have_committed: bool = False) -> Sym
     return DatabaseError(f"the database refused the operation{label}: {message}")
 
 
+DRIVER_MODULES = ("psycopg", "pg8000")
+"""PostgreSQL drivers whose DB-API errors may reach the store unwrapped (only one already
+imported can have raised; SQLite's ``sqlite3``, aiosqlite's too, is always there)."""
+
+
+def as_dbapi_error(exc: BaseException) -> sa.exc.DBAPIError | None:
+    """A driver's own DB-API error wrapped as SQLAlchemy would (its PEP 249 class kept,
+    e.g. ``OperationalError``); None when ``exc`` is not a driver's error."""
+    if isinstance(exc, sa.exc.DBAPIError):
+        return exc
+    bases: list[type[Exception]] = [sqlite3.Error]
+    for name in DRIVER_MODULES:
+        base = getattr(sys.modules.get(name), "Error", None)
+        if isinstance(base, type) and issubclass(base, Exception):
+            bases.append(base)
+    for base in bases:
+        if isinstance(exc, base):
+            wrapped = sa.exc.DBAPIError.instance(None, None, exc, base)
+            return wrapped if isinstance(wrapped, sa.exc.DBAPIError) else None
+    return None
+
+
+def translated(exc: BaseException, *, may_have_committed: bool = False) -> SymfonicStoreError | None:
+    """The store's error for a driver's or SQLAlchemy's exception (None for any other)."""
+    wrapped = as_dbapi_error(exc)
+    if wrapped is not None:
+        return connect_failure(wrapped) or classify(wrapped, may_have_committed=may_have_committed)
+    if isinstance(exc, sa.exc.SQLAlchemyError):
+        return DatabaseError(
+            f"database error: {_first_line(exc)}; "
+            + outcome_note(may_have_committed=may_have_committed),
+            outcome_unknown=may_have_committed,
+        )
+    return None
+
+
 @contextlib.contextmanager
 def translate_errors() -> Iterator[WritePhase]:
     """Turn driver exceptions into the store's error tree, with what to do about them.
@@ -362,8 +404,9 @@ def translate_errors() -> Iterator[WritePhase]:
         yield phase
     except SymfonicStoreError:
         raise
-    except sa.exc.DBAPIError as exc:
-        error = connect_failure(exc) or classify(exc, may_have_committed=phase.committing)
-        raise error from scrubbed_cause(exc)
-    except sa.exc.SQLAlchemyError as exc:
-        raise DatabaseError(f"database error: {_first_line(exc)}") from scrubbed_cause(exc)
+    except Exception as exc:
+        error = translated(exc, may_have_committed=phase.committing)
+        if error is None:
+            raise
+        # The cause is SQLAlchemy's wrapping of the driver's error, however it arrived.
+        raise error from scrubbed_cause(as_dbapi_error(exc) or exc)

@@ -368,9 +368,9 @@ class _SqliteWriter:
 
         try:
             results = execute.execute(conn, Op(work, write=True))
-        except Exception:
-            if len(group) == 1:
-                raise
+        except Exception as exc:
+            if len(group) == 1 or getattr(exc, "outcome_unknown", False):
+                raise  # lost at COMMIT: the group may have committed, so none is retried
             for job in group:  # find the one that failed; the others commit on their own
                 try:
                     job.result = execute.execute(conn, job.op)
@@ -384,7 +384,8 @@ class _SqliteWriter:
     def _on_connection(self, store: Any, fn: Callable[[Connection], Any]) -> Any:
         conn = self.conn
         if conn is None or conn.closed or conn.invalidated:
-            conn = self.conn = store.engine.connect()
+            with translate_errors():  # connecting fails like any statement
+                conn = self.conn = store.engine.connect()
         try:
             with translate_errors():
                 if not store._schema_ok:

@@ -25,11 +25,14 @@ from typing import TYPE_CHECKING, Any
 from langgraph.types import Command
 
 from .. import native
-from ..errors import AnswerNotTakenError, InvalidInputError
+from ..errors import AnswerNotTakenError, DatabaseError, InvalidInputError
 from ..services.sweep import NOT_HELD
 from ..validation import required_id
 from .answer_id import ANSWER_ID_KEY, answer_id
+from .failures import failed_while_running, store_error, store_errors
 from .recording import saved_answers
+from .waiting import marker_interrupt as _marker_interrupt
+from .waiting import waiting_on
 from .wakers import holds
 
 if TYPE_CHECKING:
@@ -60,76 +63,6 @@ class _Store:
 
 
 _Plan = Generator["_Graph | _Store", Any, Any]
-
-
-def waiting_on(snapshot: Any) -> list[dict[str, Any]]:
-    """What a ``StateSnapshot`` says the thread waits on: interrupts, else a breakpoint.
-
-    Each item: ``interrupt_id``, ``value``, ``task_id``, ``checkpoint_id``,
-    ``checkpoint_ns`` and ``breakpoint``. A static breakpoint (``interrupt_before`` /
-    ``interrupt_after``) is a thread with next nodes, no interrupts and no failed task:
-    its id is ``"bp-" + checkpoint id`` and its value ``{"next": [node names]}``.
-    """
-    configurable = (getattr(snapshot, "config", None) or {}).get("configurable") or {}
-    checkpoint_id = configurable.get("checkpoint_id")
-    checkpoint_ns = configurable.get("checkpoint_ns", "")
-    items: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    for task in getattr(snapshot, "tasks", ()) or ():
-        for iv in getattr(task, "interrupts", ()) or ():
-            if iv.id in seen:
-                continue
-            seen.add(iv.id)
-            items.append(
-                {
-                    "interrupt_id": iv.id,
-                    "value": iv.value,
-                    "task_id": task.id,
-                    "checkpoint_id": checkpoint_id,
-                    "checkpoint_ns": checkpoint_ns,
-                    "breakpoint": False,
-                }
-            )
-    for iv in getattr(snapshot, "interrupts", ()) or ():
-        if iv.id not in seen:
-            seen.add(iv.id)
-            items.append(
-                {
-                    "interrupt_id": iv.id,
-                    "value": iv.value,
-                    "task_id": None,
-                    "checkpoint_id": checkpoint_id,
-                    "checkpoint_ns": checkpoint_ns,
-                    "breakpoint": False,
-                }
-            )
-    tasks = getattr(snapshot, "tasks", ()) or ()
-    if (
-        not items
-        and checkpoint_id
-        and getattr(snapshot, "next", ())
-        and not any(getattr(t, "error", None) for t in tasks)
-    ):
-        items.append(
-            {
-                "interrupt_id": native.BREAKPOINT_PREFIX + str(checkpoint_id),
-                "value": {"next": list(snapshot.next)},
-                "task_id": None,
-                "checkpoint_id": checkpoint_id,
-                "checkpoint_ns": checkpoint_ns,
-                "breakpoint": True,
-            }
-        )
-    return items
-
-
-def _marker_interrupt(waiting: list[dict[str, Any]], interrupt_id: str) -> dict[str, Any] | None:
-    """The waiting interrupt the seed node raised for the marker ``interrupt_id`` (N1)."""
-    for w in waiting:
-        value = w["value"]
-        if native.is_marker_value(value) and value["interrupt_id"] == interrupt_id:
-            return w
-    return None
 
 
 def _describe(exc: BaseException) -> str:
@@ -291,9 +224,10 @@ class InterruptGateway:
             # The seed node's own interrupt: the store's front door (N2), then the graph,
             # in the map form under LangGraph's id (other interrupts may be open too).
             command = yield _Store("resume", (thread_id, interrupt_id, value), who)
-            result = yield _Graph(
-                "invoke", (Command(resume={marker["interrupt_id"]: command.resume}), cfg)
-            )
+            try:
+                result = yield _Graph("invoke", (Command(resume={marker["interrupt_id"]: command.resume}), cfg))
+            except DatabaseError as exc:  # the resume is committed: it is never "nothing"
+                raise failed_while_running(thread_id, interrupt_id, exc, resumed=True) from exc
             yield from self._record(cfg)
             return result
         # What LangGraph waits on right now, recorded first: an id it is not waiting on
@@ -315,6 +249,8 @@ class InterruptGateway:
         saved = yield _Graph("saved_answers", (snapshot.config, target["task_id"]))
         try:
             result = yield _Graph("invoke", (command, cfg))
+        except DatabaseError as exc:
+            raise failed_while_running(thread_id, interrupt_id, exc) from exc
         except Exception as exc:
             yield from self._not_taken(thread_id, interrupt_id, target, _describe(exc), saved)
             raise AnswerNotTakenError(
@@ -348,6 +284,8 @@ class InterruptGateway:
             return dict(getattr(snapshot, "values", {}) or {})
         try:
             result = yield _Graph("invoke", (None, cfg))
+        except DatabaseError as exc:
+            raise failed_while_running(thread_id, interrupt_id, exc) from exc
         except Exception as exc:
             yield _Store("release", (thread_id, interrupt_id), {"error": _describe(exc)})
             raise AnswerNotTakenError(
@@ -414,7 +352,7 @@ class InterruptGateway:
             try:
                 result = self._sync_step(step)
             except Exception as exc:
-                error = exc
+                error = store_error(exc, step=step.method)  # SPEC §12
 
     async def _adrive(self, plan: _Plan) -> Any:
         result: Any = None
@@ -428,7 +366,7 @@ class InterruptGateway:
             try:
                 result = await self._async_step(step)
             except Exception as exc:
-                error = exc
+                error = store_error(exc, step=step.method)
 
     # --- the graph's own entry points ----------------------------------------------
 
@@ -444,7 +382,8 @@ class InterruptGateway:
         """``graph.stream``; once the stream ends, record what the thread waits on."""
         cfg = self._tag(config)
         _thread_of(cfg)
-        yield from self.graph.stream(input, cfg, **kwargs)
+        with store_errors("stream"):
+            yield from self.graph.stream(input, cfg, **kwargs)
         self._drive(self._record(cfg))
 
     async def astream(
@@ -453,8 +392,9 @@ class InterruptGateway:
         """``graph.astream``; once the stream ends, record what the thread waits on."""
         cfg = self._tag(config)
         _thread_of(cfg)
-        async for chunk in self.graph.astream(input, cfg, **kwargs):
-            yield chunk
+        with store_errors("stream"):
+            async for chunk in self.graph.astream(input, cfg, **kwargs):
+                yield chunk
         await self._adrive(self._record(cfg))
 
     # --- answers ---------------------------------------------------------------------
@@ -487,6 +427,9 @@ class InterruptGateway:
                 pending; recorded as ``not_taken``; the interrupt stays open.
             InvalidInputError: the store's decisions function refused the answer
                 (nothing recorded; the graph does not run).
+            DatabaseError: the database failed; once the answer was admitted (claimed,
+                or resumed for the seed marker) ``outcome_unknown`` is True and the claim
+                is kept: the node may have acted.
         """
         t, i, a = self._answer_args(thread_id, interrupt_id, actor)
         return self._drive(self._answer(t, i, value, a, config, authenticated_by))

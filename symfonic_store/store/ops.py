@@ -194,7 +194,7 @@ def response_dict(value: Any) -> dict[str, Any]:
 
 def _waiting_items(waiting: Any, max_bytes: int | None) -> list[dict[str, Any]]:
     if not isinstance(waiting, list) or not all(isinstance(w, dict) for w in waiting):
-        raise InvalidInputError("waiting", "must be a list of dicts (gateway.waiting_on(snapshot))")
+        raise InvalidInputError("waiting", "must be a list of dicts (langgraph.waiting.waiting_on(snapshot))")
     items = []
     for w in waiting:
         items.append(
@@ -622,7 +622,7 @@ class Operations:
     ) -> Plan[list[str]]:
         """Record what a thread waits on: mint the unseen, close what LangGraph dropped.
 
-        ``waiting`` is :func:`~symfonic_store.langgraph.gateway.waiting_on` of the
+        ``waiting`` is :func:`~symfonic_store.langgraph.waiting.waiting_on` of the
         thread's state. Returns the ids minted. Used by the gateway after each call.
         """
         t = validation.required_id(thread_id, "thread_id")
