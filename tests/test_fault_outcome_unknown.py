@@ -35,6 +35,7 @@ from pgcluster import PrivateCluster, unavailable_reason
 from psycopg.rows import dict_row
 
 from symfonic_store import (
+    DatabaseError,
     InterruptGateway,
     InterruptInProgressError,
     InterruptOutcomeUnknownError,
@@ -152,10 +153,14 @@ def test_a_server_crash_after_the_node_acted_is_outcome_unknown_and_the_tool_act
             ((thread_id, interrupt_id),) = [
                 (o["thread_id"], o["interrupt_id"]) for o in store.open_interrupts(thread)
             ]
-            # Whatever the answering call says (its database is gone), its process is done.
-            with pytest.raises(Exception) as died:
+            # The answering call is told the truth: its database is gone after the claim
+            # committed, so what became of the step is unknown (SPEC §12), never a raw
+            # driver error and never "nothing was written".
+            with pytest.raises(DatabaseError) as died:
                 gate.answer(thread_id, interrupt_id, {"approved": True}, actor="alice")
             assert not cluster.is_running(), died.value
+            assert getattr(died.value, "outcome_unknown", False) is True, died.value
+            assert "nothing of it was written" not in str(died.value)
     assert len(effects.all()) == 1 and runs == ["{'approved': True}"]  # the node acted once
 
     cluster.start()  # the restart: a new process, new connections
