@@ -261,6 +261,12 @@ class SweepIncompleteError(SymfonicStoreError):
         delivered = (
             f" and delivered {len(report.redelivered)} owed wake-up(s)" if report.redelivered else ""
         )
+        if report.claims_settled:
+            unknown = sum(1 for *_, outcome in report.claims_settled if outcome == "outcome_unknown")
+            delivered += (
+                f", settled {len(report.claims_settled) - unknown} lapsed answer claim(s) and "
+                f"recorded {unknown} as outcome_unknown"
+            )
         super().__init__(
             f"the sweep stopped partway: it committed {report.count} expiry(ies){delivered} "
             f"before it failed (the report lists them); the failing step: {error}{owed}; run "

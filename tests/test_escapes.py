@@ -616,3 +616,90 @@ def test_a_saver_failure_after_the_markers_resume_is_told_unknown(db_url: str) -
             store.close()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("failing", ["get_state", "confirm"])
+def test_a_failure_after_the_graph_acted_is_unknown_never_nothing_written(
+    store: InterruptStore, failing: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The node ran (and its step committed); then the caller's saver fails on the gateway's next read, or the store on the claim's confirm: the answer's outcome is unknown, never "nothing was written: retry"."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import interrupt
+
+    sent: list[int] = []
+
+    def node(state: dict[str, Any]) -> dict[str, Any]:
+        interrupt({"name": "approve"})
+        sent.append(1)
+        return {"x": 1}
+
+    builder = StateGraph(dict)
+    builder.add_node("n", node)
+    builder.add_edge(START, "n")
+    builder.add_edge("n", END)
+    graph = builder.compile(checkpointer=InMemorySaver(), name="g")
+    gate = InterruptGateway(graph, store)
+    (paused,) = gate.invoke({}, {"configurable": {"thread_id": "t-after"}})["__interrupt__"]
+    ran = {"yes": False}
+    real_invoke, real_get_state = graph.invoke, graph.get_state
+
+    def invoke(*args: Any, **kwargs: Any) -> Any:
+        result = real_invoke(*args, **kwargs)
+        ran["yes"] = True
+        return result
+
+    def get_state(*args: Any, **kwargs: Any) -> Any:
+        if ran["yes"] and failing == "get_state":
+            raise sqlite3.OperationalError("disk I/O error")  # the caller's saver, after the step
+        return real_get_state(*args, **kwargs)
+
+    object.__setattr__(graph, "invoke", invoke)
+    object.__setattr__(graph, "get_state", get_state)
+    if failing == "confirm":
+        def confirm(self: Any, *args: Any, **kwargs: Any) -> Any:
+            raise DatabaseError("the transaction did not commit, so nothing of it was written: retry")
+
+        monkeypatch.setattr(type(store), "confirm", confirm)
+    with pytest.raises(DatabaseError) as caught:
+        gate.answer("t-after", paused.id, {"approved": True}, actor="alice")
+    assert sent == [1], "the node acted"
+    assert caught.value.outcome_unknown is True, caught.value
+    assert "nothing of it was written" not in str(caught.value)
+    assert "outcome is unknown" in str(caught.value)
+
+
+def test_a_sweep_that_fails_after_recording_an_unknown_outcome_keeps_its_report(
+    store: InterruptStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lapsed claim recorded `outcome_unknown`, then an expiry batch fails: the caller gets SweepIncompleteError with that claim in its report, never a bare "nothing was written"."""
+    from datetime import UTC, datetime, timedelta
+
+    from freezegun import freeze_time
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import interrupt
+
+    from symfonic_store.store import ops
+
+    def node(state: dict[str, Any]) -> dict[str, Any]:
+        interrupt({"name": "approve"})
+        return {"x": 1}
+
+    builder = StateGraph(dict)
+    builder.add_node("n", node)
+    builder.add_edge(START, "n")
+    builder.add_edge("n", END)
+    gate = InterruptGateway(builder.compile(checkpointer=InMemorySaver(), name="g"), store)
+    (paused,) = gate.invoke({}, {"configurable": {"thread_id": "t-lapsed"}})["__interrupt__"]
+    store.claim("t-lapsed", paused.id, {"approved": True}, actor="alice")  # alice's process dies
+
+    def failing_batch(conn: Any, **kwargs: Any) -> Any:
+        raise DatabaseError("the transaction did not commit, so nothing of it was written: retry")
+
+    monkeypatch.setattr(ops, "sweep_batch", failing_batch)
+    with freeze_time(datetime.now(UTC) + timedelta(hours=1)), pytest.raises(SweepIncompleteError) as caught:
+        store.sweep()
+    assert caught.value.report.claims_settled == [("t-lapsed", paused.id, "outcome_unknown")]
+    assert "1 as outcome_unknown" in str(caught.value)
+    assert [e.data.get("why") for e in store.history("t-lapsed")][-1] == "outcome_unknown"

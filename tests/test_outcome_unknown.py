@@ -24,6 +24,7 @@ from test_gateway import DRIVERS, Gate, gate_for, of_type
 from symfonic_store import (
     InterruptAlreadyResolvedError,
     InterruptOutcomeUnknownError,
+    InterruptStore,
     InvalidInputError,
 )
 from symfonic_store.langgraph.answer_id import answer_id
@@ -141,3 +142,33 @@ async def test_every_answer_to_an_interrupt_carries_the_same_answer_id(db_url: s
         assert len(ids) == 2 and ids[0] is not None and set(ids) == {answer_id("t-ids", paused.id)}
         assert answer_id("t-ids", paused.id) != answer_id("t-ids", "other")
         await ready(None)
+
+
+def test_a_sweep_with_another_graphs_waker_never_calls_an_answer_taken(store: InterruptStore) -> None:
+    """Graph "payments" minted; its answerer died before the graph ran. A sweep given another graph's waker (which never saw the thread) records the outcome unknown, never `resumed`."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from symfonic_store import InterruptGateway
+    from symfonic_store.events import RESUME_REJECTED, RESUMED
+
+    def build(name: str) -> Any:
+        def node(state: State) -> dict[str, Any]:
+            interrupt({"name": "approve"})
+            return {}
+
+        graph = StateGraph(State)
+        graph.add_node("n", node)
+        graph.add_edge(START, "n")
+        graph.add_edge("n", END)
+        return graph.compile(checkpointer=InMemorySaver(), name=name)
+
+    payments = InterruptGateway(build("payments"), store)
+    other = InterruptGateway(build("other"), store)
+    (paused,) = payments.invoke({}, {"configurable": {"thread_id": "t-pay"}})["__interrupt__"]
+    store.claim("t-pay", paused.id, {"approved": True}, actor="alice")  # alice's process dies here
+    with freeze_time(datetime.now(UTC) + timedelta(hours=1)):
+        report = store.sweep(on_expired=other.waker())
+    assert report.claims_settled == [("t-pay", paused.id, "outcome_unknown")]
+    types = [(e.type, e.actor, e.data.get("why")) for e in store.history("t-pay")]
+    assert (RESUMED, "alice", None) not in types
+    assert types[-1] == (RESUME_REJECTED, "alice", "outcome_unknown")

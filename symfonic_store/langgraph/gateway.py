@@ -228,7 +228,7 @@ class InterruptGateway:
                 result = yield _Graph("invoke", (Command(resume={marker["interrupt_id"]: command.resume}), cfg))
             except DatabaseError as exc:  # the resume is committed: it is never "nothing"
                 raise failed_while_running(thread_id, interrupt_id, exc, resumed=True) from exc
-            yield from self._record(cfg)
+            yield from self._after_running(thread_id, interrupt_id, self._record(cfg), resumed=True)
             return result
         # What LangGraph waits on right now, recorded first: an id it is not waiting on
         # is then unknown, resolved or superseded in the store, and refused below.
@@ -252,12 +252,32 @@ class InterruptGateway:
         except DatabaseError as exc:
             raise failed_while_running(thread_id, interrupt_id, exc) from exc
         except Exception as exc:
-            yield from self._not_taken(thread_id, interrupt_id, target, _describe(exc), saved)
+            yield from self._after_running(
+                thread_id, interrupt_id, self._not_taken(thread_id, interrupt_id, target, _describe(exc), saved)
+            )
             raise AnswerNotTakenError(
                 f"the graph did not take the answer to interrupt {interrupt_id!r} on thread "
                 f"{thread_id!r} ({_describe(exc)}); it stays open and the attempt is recorded",
                 thread_id=thread_id, interrupt_id=interrupt_id, error=_describe(exc),
             ) from exc
+        yield from self._after_running(
+            thread_id, interrupt_id, self._settle_answer(thread_id, interrupt_id, target, saved, actor)
+        )
+        return result
+
+    def _after_running(self, thread_id: str, interrupt_id: str, steps: _Plan, *, resumed: bool = False) -> _Plan:
+        """``steps``, which follow the graph's run of an admitted answer: the node may have
+        acted and its step may have committed, so a database failure there leaves the
+        answer's outcome unknown -- never "nothing was written" (SPEC §12)."""
+        try:
+            return (yield from steps)
+        except DatabaseError as exc:
+            raise failed_while_running(thread_id, interrupt_id, exc, resumed=resumed) from exc
+
+    def _settle_answer(
+        self, thread_id: str, interrupt_id: str, target: dict[str, Any], saved: int, actor: str
+    ) -> _Plan:
+        """After the graph ran: taken (the claim becomes the answer) or left pending."""
         after = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
         if any(w["interrupt_id"] == interrupt_id for w in waiting_on(after)):
             error = "the graph left the interrupt pending"
@@ -271,7 +291,6 @@ class InterruptGateway:
         yield _Store(
             "record_waiting", (thread_id, waiting_on(after)), {"actor": actor, "graph": self.name}
         )
-        return result
 
     def _answer_breakpoint(
         self, thread_id: str, interrupt_id: str, value: Any, cfg: dict[str, Any], snapshot: Any
@@ -293,9 +312,12 @@ class InterruptGateway:
                 f"({_describe(exc)}); it stays open and the attempt is recorded",
                 thread_id=thread_id, interrupt_id=interrupt_id, error=_describe(exc),
             ) from exc
+        yield from self._after_running(thread_id, interrupt_id, self._confirm_breakpoint(thread_id, interrupt_id, cfg))
+        return result
+
+    def _confirm_breakpoint(self, thread_id: str, interrupt_id: str, cfg: dict[str, Any]) -> _Plan:
         yield _Store("confirm", (thread_id, interrupt_id), {"decision": "approve"})
         yield from self._record(cfg)
-        return result
 
     def _not_taken(
         self, thread_id: str, interrupt_id: str, target: dict[str, Any], error: str, saved: int
@@ -487,9 +509,13 @@ class InterruptGateway:
         return True
 
     def _settle(self, thread_id: str, interrupt_id: str) -> _Plan:
+        record = yield _Store("interrupt_record", (thread_id, interrupt_id))
+        if (record or {}).get("graph") not in (None, self.name):
+            return None  # another graph's answer: this checkpoint cannot show it taken
         snapshot = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
-        if any(w["interrupt_id"] == interrupt_id for w in waiting_on(snapshot)):
-            # Not shown taken is not "not taken": the sweep records it unknown (SPEC §12).
+        if not holds(snapshot) or any(w["interrupt_id"] == interrupt_id for w in waiting_on(snapshot)):
+            # A thread this graph never saved, or not shown taken, is not "taken" (nor
+            # "not taken"): the sweep records it unknown (SPEC §12).
             return None
         confirmed = yield _Store("confirm", (thread_id, interrupt_id))
         return "resumed" if confirmed else None

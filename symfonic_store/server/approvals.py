@@ -34,6 +34,7 @@ from .. import native
 from ..decisions import reported
 from ..errors import (
     AnswerNotTakenError,
+    ConstraintViolationError,
     DatabaseError,
     InterruptAlreadyResolvedError,
     InterruptExpiredError,
@@ -349,6 +350,8 @@ class Approvals:
                 return _error(400, str(exc))
             except UnknownInterruptError as exc:
                 return _error(404, str(exc))
+            except ConstraintViolationError as exc:  # a rule refused the write: no retry helps
+                return _error(500, str(exc))
             except DatabaseError as exc:
                 return _error(503, str(exc))
             except SymfonicStoreError as exc:  # a projection gap included: said as it is
@@ -414,7 +417,11 @@ class Approvals:
             return _error(400, str(exc))
         except ProjectionMismatchError as exc:
             return _error(500, str(exc))
+        except ConstraintViolationError as exc:  # a rule refused the write: no retry helps
+            return _error(500, str(exc))
         except DatabaseError as exc:
-            return _error(503, str(exc))
+            # outcome_unknown: the graph may have acted; the interrupt stays claimed, so a
+            # resend is refused as in progress, and the body says so.
+            return _error(503, str(exc), outcome_unknown=exc.outcome_unknown)
         except SymfonicStoreError as exc:
             return _error(500, str(exc))

@@ -899,7 +899,9 @@ class Operations:
                 # lease; if the database is gone too, the lease runs out instead.
                 with contextlib.suppress(SymfonicStoreError):
                     yield Op(partial(let_go, claim=claim), write=True)
-            touched = report.expired or report.redelivered or report.wake_failures
+            touched = (
+                report.expired or report.redelivered or report.wake_failures or report.claims_settled
+            )
             if not touched and not failed.outcome_unknown:
                 raise  # nothing of this sweep was written or called, and that is known
             report.complete = False
