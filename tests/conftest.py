@@ -11,6 +11,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import freezegun
 import pytest
@@ -92,3 +93,61 @@ async def astore(db_url: str) -> AsyncIterator[AsyncInterruptStore]:
     await s.setup()
     yield s
     await s.aclose()
+
+
+# --- the browser and private PostgreSQL clusters, for the modules that use them ----------
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's Chromium, headless, driven by Playwright (its own download is not used)."""
+    from service_rig import chromium_path, no_browser
+
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        no_browser("playwright is not installed (pip install -e '.[test]')")
+    path = chromium_path()
+    if path is None:
+        no_browser("no Chromium found: apt-get install chromium (or set SYMFONIC_STORE_CHROMIUM)")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=path, headless=True)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    """A private PostgreSQL cluster for this module, removed afterwards even on failure."""
+    from pgcluster import PrivateCluster, unavailable_reason
+
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    private = PrivateCluster()
+    try:
+        private.init()
+        private.start()
+        yield private
+    finally:
+        private.destroy()
+
+
+@pytest.fixture
+def crash_url(cluster: Any) -> Iterator[str]:
+    """A fresh database on the private cluster; the cluster is running again afterwards."""
+    if not cluster.is_running():
+        cluster.start()
+    name = f"f_{uuid.uuid4().hex[:10]}"
+    # No pool: a pooled admin connection would not survive the crashes these tests cause.
+    admin = sa.create_engine(cluster.url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        yield str(sa.make_url(cluster.url).set(database=name))
+    finally:
+        if not cluster.is_running():
+            cluster.start()
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()

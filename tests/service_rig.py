@@ -13,7 +13,9 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
 import queue
+import shutil
 import subprocess
 import sys
 import threading
@@ -378,3 +380,20 @@ def agent_wires(folder: Path) -> list[str]:
     """The wires the agents' tool sent, one line each (``wired 15 to acct-2``)."""
     ledger = folder / "agent-ledger.txt"
     return ledger.read_text().splitlines() if ledger.exists() else []
+
+
+# --- the browser (Debian's Chromium through Playwright) ------------------------------
+
+
+def chromium_path() -> str | None:
+    """Debian's Chromium (or ``$SYMFONIC_STORE_CHROMIUM``); Playwright's own download is not used."""
+    configured = os.environ.get("SYMFONIC_STORE_CHROMIUM")
+    if configured:
+        return configured
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def no_browser(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason}; in CI the browser tests must run (.ci/run installs chromium)")
+    pytest.skip(reason)

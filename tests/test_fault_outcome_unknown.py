@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import json
 import operator
-import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -31,7 +29,7 @@ from graph_rig import config_for, libpq_conninfo
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import RunnableConfig, interrupt
-from pgcluster import PrivateCluster, unavailable_reason
+from pgcluster import PrivateCluster
 from psycopg.rows import dict_row
 
 from symfonic_store import (
@@ -42,41 +40,6 @@ from symfonic_store import (
     InterruptStore,
 )
 from symfonic_store.events import RESUME_REJECTED, RESUMED
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[PrivateCluster]:
-    """A private PostgreSQL cluster for this module, removed afterwards even on failure."""
-    reason = unavailable_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    private = PrivateCluster()
-    try:
-        private.init()
-        private.start()
-        yield private
-    finally:
-        private.destroy()
-
-
-@pytest.fixture
-def crash_url(cluster: PrivateCluster) -> Iterator[str]:
-    """A fresh database on the private cluster; the cluster is running again afterwards."""
-    if not cluster.is_running():
-        cluster.start()
-    name = f"u_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(cluster.url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
-    try:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-        yield str(sa.make_url(cluster.url).set(database=name))
-    finally:
-        if not cluster.is_running():
-            cluster.start()
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.dispose()
-
 
 # --- the idempotent tool, as docs/reliability.md writes it ----------------------------
 

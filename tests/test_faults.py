@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import sqlite3
 import time
-import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,7 @@ import sqlalchemy as sa
 from commit_faults import LostAtCommit, LostInsideBatch
 from consistency import assert_consistent
 from freezegun import freeze_time
-from pgcluster import PrivateCluster, unavailable_reason
+from pgcluster import PrivateCluster
 from sqlalchemy import event
 
 from symfonic_store import (
@@ -89,39 +87,6 @@ def assert_committed_batches_reported(
 # --- the private PostgreSQL cluster ---------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[PrivateCluster]:
-    """A private PostgreSQL cluster for this module, removed afterwards even on failure."""
-    reason = unavailable_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    private = PrivateCluster()
-    try:
-        private.init()
-        private.start()
-        yield private
-    finally:
-        private.destroy()
-
-
-@pytest.fixture
-def crash_url(cluster: PrivateCluster) -> Iterator[str]:
-    """A fresh database on the private cluster; the cluster is running again afterwards."""
-    if not cluster.is_running():
-        cluster.start()
-    name = f"f_{uuid.uuid4().hex[:10]}"
-    # No pool: a pooled admin connection would not survive the crashes this test causes.
-    admin = sa.create_engine(cluster.url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
-    try:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-        yield str(sa.make_url(cluster.url).set(database=name))
-    finally:
-        if not cluster.is_running():
-            cluster.start()
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.dispose()
 
 
 def _seed_stale(url: str) -> None:

@@ -13,8 +13,6 @@ except in CI (``CI=true``), where a missing browser fails them.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -53,35 +51,6 @@ PRINCIPALS = {
 POLICY = {"payout": {"roles": ["approver"], "four_eyes": True}, "refund": {"roles": ["finance"]}}
 """Names it does not list (``approval_required``, the wires, the agents) anyone may answer."""
 WAIT_MS = 20_000
-
-
-def chromium_path() -> str | None:
-    """Debian's Chromium (or ``$SYMFONIC_STORE_CHROMIUM``); Playwright's own download is not used."""
-    configured = os.environ.get("SYMFONIC_STORE_CHROMIUM")
-    if configured:
-        return configured
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def no_browser(reason: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason}; in CI the browser tests must run (.ci/run installs chromium)")
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        no_browser("playwright is not installed (pip install -e '.[test]')")
-    path = chromium_path()
-    if path is None:
-        no_browser("no Chromium found: apt-get install chromium (or set SYMFONIC_STORE_CHROMIUM)")
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=path, headless=True)
-        yield launched
-        launched.close()
 
 
 @pytest.fixture(scope="module", params=BACKENDS)

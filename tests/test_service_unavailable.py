@@ -29,7 +29,6 @@ import sqlalchemy as sa
 from pgcluster import PrivateCluster, free_port, unavailable_reason
 from service_rig import Served, answer_path, digest_of, mint, serve, write_tokens
 from starlette.testclient import TestClient
-from test_service_inbox import chromium_path, no_browser
 
 from symfonic_store import InterruptStore
 from symfonic_store.server import TokenAuth, create_app
@@ -196,22 +195,6 @@ def test_every_route_answers_503_with_retry_after_while_the_database_is_down_and
     log = rig.server.logs()
     assert "Traceback" not in log, log
     assert json.dumps(TOKEN) not in log and TOKEN not in log
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """Debian's Chromium, headless (as the inbox's browser tests drive it)."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        no_browser("playwright is not installed (pip install -e '.[test]')")
-    path = chromium_path()
-    if path is None:
-        no_browser("no Chromium found: apt-get install chromium (or set SYMFONIC_STORE_CHROMIUM)")
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=path, headless=True)
-        yield launched
-        launched.close()
 
 
 @pytest.mark.postgres

@@ -31,7 +31,6 @@ from service_rig import (
     served_database,
     write_tokens,
 )
-from test_service_inbox import chromium_path, no_browser
 
 from symfonic_store import InterruptStore
 from symfonic_store.events import RESUMED
@@ -49,21 +48,6 @@ INVISIBLE = (RLO, ZWJ)
 WAIT_MS = 20_000
 SCREENSHOTS = os.environ.get("SYMFONIC_STORE_SCREENSHOTS")
 """A folder to copy the screenshots to, for a person to look at them."""
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        no_browser("playwright is not installed (pip install -e '.[test]')")
-    path = chromium_path()
-    if path is None:
-        no_browser("no Chromium found: apt-get install chromium (or set SYMFONIC_STORE_CHROMIUM)")
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=path, headless=True)
-        yield launched
-        launched.close()
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
