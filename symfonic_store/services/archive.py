@@ -34,7 +34,8 @@ from ..db import guards
 from ..db import statements as sql
 from ..errors import ConcurrencyConflictError, EvidenceError, InvalidInputError
 from ..events import GENESIS_HASH, StoredEvent, canonical_json
-from .evidence import Tip, key_id, sign, signature_holds
+from .evidence.commitment import Tip
+from .evidence.keys import key_id, sign, signature_holds
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
