@@ -39,7 +39,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .services.sweep import SweepReport
+    from .sweep_report import SweepReport
 
 
 class SymfonicStoreError(Exception):

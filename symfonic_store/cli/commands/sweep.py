@@ -31,7 +31,7 @@ from ..render import (
 
 if TYPE_CHECKING:
 
-    from ...services.sweep import SweepReport
+    from ...sweep_report import SweepReport
 
 
 def import_graph(spec: str) -> Any:
