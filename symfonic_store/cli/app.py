@@ -281,6 +281,13 @@ def flag(parse: Callable[[Any], T]) -> Callable[[Any], T]:
     return parser
 
 
+TableOrJsonFormat = Annotated[
+    TableOrJson,
+    typer.Option("--format", help="table or json.", parser=flag(choice(TableOrJson))),
+]
+"""The ``--format`` option of every command that prints a table for people or JSON."""
+
+
 def show_version(value: bool) -> None:
     if value:
         sys.stdout.write(f"{PROG} {__version__}\n")

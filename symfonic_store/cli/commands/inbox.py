@@ -8,8 +8,8 @@ import typer
 
 from ..app import (
     TableOrJson,
+    TableOrJsonFormat,
     app,
-    choice,
     flag,
     get_session,
     json_value,
@@ -39,10 +39,7 @@ def pending(
             "--older-than", metavar="SECONDS", help="Only markers older than this.", parser=flag(seconds)
         ),
     ] = None,
-    output: Annotated[
-        TableOrJson,
-        typer.Option("--format", help="table or json.", parser=flag(choice(TableOrJson))),
-    ] = TableOrJson.table,
+    output: TableOrJsonFormat = TableOrJson.table,
 ) -> None:
     """The inbox: pending interrupts across all threads, oldest first."""
     with get_session(ctx).store() as store:

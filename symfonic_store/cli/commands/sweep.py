@@ -15,8 +15,8 @@ from ..app import (
     PROG,
     Problem,
     TableOrJson,
+    TableOrJsonFormat,
     app,
-    choice,
     count,
     flag,
     get_session,
@@ -97,10 +97,7 @@ def sweep(
             "graph (by its name) or to no named graph when its checkpointer holds the thread.",
         ),
     ] = None,
-    output: Annotated[
-        TableOrJson,
-        typer.Option("--format", help="table or json.", parser=flag(choice(TableOrJson))),
-    ] = TableOrJson.table,
+    output: TableOrJsonFormat = TableOrJson.table,
 ) -> None:
     """Expire every stale pending interrupt (the cron job).
 
