@@ -63,7 +63,7 @@ class Policy:
         """
         field = f"policy file {str(path)!r}"
         text = read_config_text(path, field)
-        try:
+        try:  # the wording of the CLI's JSON flags (cli/app.py json_value), deliberately
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InvalidInputError(

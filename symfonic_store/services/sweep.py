@@ -169,19 +169,7 @@ def sweep_batch(
                 data={"reason": reason, "detected_by": "sweep"},
             )
             writers.append(w)
-            owed.append(
-                {
-                    "thread_id": state.thread_id,
-                    "interrupt_id": interrupt_id,
-                    "reason": reason,
-                    "expired_version": event.version,
-                    "expired_at": event.occurred_at,
-                    "attempts": 0,
-                    "claimed_by": None if claim is None else claim.id,
-                    "claimed_until": None if claim is None else now + WAKE_LEASE_SECONDS,
-                    "graph": None,  # a seed marker's mint names no graph
-                }
-            )
+            owed.append(_owed_row(w, event, reason, claim, now, None))  # a seed marker names no graph
     flush(conn, writers)
     # In the expiries' own transaction: committed together, or not at all.
     insert_wakeups(conn, owed)

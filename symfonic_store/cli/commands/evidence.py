@@ -19,6 +19,8 @@ from ...errors import InvalidInputError
 from ..app import PROG, Problem, app, flag, get_session, moment
 from ..render import emit, say
 
+# Options shared by several commands; the others are declared where they are read, alike
+# in shape only (see cli/app.py).
 KeyOption = Annotated[
     Path,
     typer.Option("--key", metavar="KEY", help="The Ed25519 private key (PEM) from keygen.", show_default=False),

@@ -69,6 +69,7 @@ def pending(
 # --- resume -------------------------------------------------------------------------
 
 
+# Options declared where they are read, alike in shape only (see cli/app.py).
 @app.command()
 def resume(
     ctx: typer.Context,

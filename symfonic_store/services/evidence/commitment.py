@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...events import GENESIS_HASH, StoredEvent, canonical_json, event_hash
+from ...events import GENESIS_HASH, StoredEvent, canonical_json, stored_hash_is_valid
 
 FORMAT = "symfonic-store/checkpoint/1"
 """The checkpoint format (the root hashes it too). Since parallel writers (SPEC §11) a
@@ -146,23 +146,14 @@ class Tip:
                 f"version {event.version} is at position {event.position}, not after version "
                 f"{self.version} at position {self.position} (positions were reordered)"
             )
-        computed = event_hash(
-            self.last_hash,
-            thread_id=event.thread_id,
-            version=event.version,
-            type=event.type,
-            interrupt_id=event.interrupt_id,
-            run_id=event.run_id,
-            actor=event.actor,
-            data=event.data,
-            occurred_at=event.occurred_at,
-        )
-        if computed != event.hash:
+        # The hash recomputed from the content: only an event whose stored hash is that one
+        # is followed, so the stored hash is the recomputed one from here on.
+        if not stored_hash_is_valid(event, self.last_hash):
             return "the stored hash does not match the event's content and the previous hash"
         self.version = event.version
         self.position = event.position
-        self.last_hash = computed
-        self.digest = step_digest(self.digest, event.version, event.position, computed)
+        self.last_hash = event.hash
+        self.digest = step_digest(self.digest, event.version, event.position, event.hash)
         return None
 
     def leaf(self, thread_id: str) -> Leaf:

@@ -56,6 +56,8 @@ class Checkpoint:
 
     document: dict[str, Any]
 
+    # One typed view per signed field, alike on purpose: the document stays the JSON as
+    # signed, and nothing is copied out of it that could drift from it.
     @property
     def position(self) -> int:
         return int(self.document["position"])

@@ -63,6 +63,8 @@ def load_private_key(source: PrivateKeyLike) -> Ed25519PrivateKey:
     return key
 
 
+# The twin of load_private_key, deliberately: the two differ in the key type, the PEM
+# loader and the advice given, all a shared helper would take as parameters.
 def load_public_key(source: PublicKeyLike) -> Ed25519PublicKey:
     """The Ed25519 public key ``source`` is, holds (PEM bytes) or names (a path).
 
