@@ -39,7 +39,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .services.sweep import SweepReport
+    from .sweep_report import SweepReport
 
 
 class SymfonicStoreError(Exception):
@@ -290,6 +290,8 @@ class ConstraintViolationError(DatabaseError):
         super().__init__(message)
 
 
+# symfonic_store/__init__.py lists these names again, on purpose: the package's __all__ is
+# its whole public face in one list, the errors among the names loaded lazily.
 __all__ = [
     "AnswerNotTakenError",
     "ConcurrencyConflictError",
@@ -301,6 +303,7 @@ __all__ = [
     "InterruptAlreadyResolvedError",
     "InterruptExpiredError",
     "InterruptInProgressError",
+    "InterruptOutcomeUnknownError",
     "InterruptStateError",
     "InvalidInputError",
     "InvalidMarkerError",

@@ -227,6 +227,8 @@ def json_value(value: Any, field: str = "value") -> Any:
         return json.loads(str(value), parse_constant=no_constant, parse_int=whole_number)
     except InvalidInputError:
         raise
+    # Worded as the server's policy file words a decode error (server/policy.py), on
+    # purpose: one vocabulary; the two read different things (a flag, a file) otherwise.
     except json.JSONDecodeError as exc:
         raise InvalidInputError(
             field, f"is not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
@@ -279,6 +281,16 @@ def flag(parse: Callable[[Any], T]) -> Callable[[Any], T]:
             raise typer.BadParameter(exc.problem) from None
 
     return parser
+
+
+# Each command declares its options where Typer reads them, one ``Annotated[...]`` each:
+# such declarations look alike (Typer's shape) but each is its own flag, so they stay
+# where they are read, deliberately; an option several commands share is an alias here.
+TableOrJsonFormat = Annotated[
+    TableOrJson,
+    typer.Option("--format", help="table or json.", parser=flag(choice(TableOrJson))),
+]
+"""The ``--format`` option of every command that prints a table for people or JSON."""
 
 
 def show_version(value: bool) -> None:

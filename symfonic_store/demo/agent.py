@@ -186,7 +186,9 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=scripted_reply(messages))])
+        # The twin of _generate, deliberately: LangChain's default would run the script,
+        # which answers at once, in a worker thread.
+        return self._generate(messages, stop)
 
     def bind_tools(
         self,

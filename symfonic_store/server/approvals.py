@@ -42,7 +42,6 @@ from ..errors import (
     InterruptOutcomeUnknownError,
     InvalidInputError,
     PayloadTooLargeError,
-    ProjectionMismatchError,
     ResumeNotAllowedError,
     SymfonicStoreError,
     UnknownInterruptError,
@@ -149,6 +148,24 @@ class Result:
 
 def _error(status: int, message: str, **extra: Any) -> Result:
     return Result(status, {"error": message, **extra})
+
+
+def _failed(exc: SymfonicStoreError, *, outcome_unknown: bool = False) -> Result:
+    """The answer for a store error that refused or failed a write, whether it recorded a
+    refusal or an answer (the errors an answer alone can meet are told before this);
+    ``outcome_unknown``: a 503's body says whether the write may have committed."""
+    if isinstance(exc, PayloadTooLargeError):
+        return _error(413, str(exc))
+    if isinstance(exc, InvalidInputError):
+        return _error(400, str(exc))
+    if isinstance(exc, UnknownInterruptError):
+        return _error(404, str(exc))
+    if isinstance(exc, DatabaseError) and not isinstance(exc, ConstraintViolationError):
+        extra = {"outcome_unknown": exc.outcome_unknown} if outcome_unknown else {}
+        return _error(503, str(exc), **extra)
+    # A rule refused the write (no retry helps), a projection gap or any other store
+    # error: said as it is.
+    return _error(500, str(exc))
 
 
 class Approvals:
@@ -344,18 +361,8 @@ class Approvals:
                 self.store.record_refusal(
                     thread_id, interrupt_id, response, actor=principal.name, error=why
                 )
-            except PayloadTooLargeError as exc:
-                return _error(413, str(exc))
-            except InvalidInputError as exc:
-                return _error(400, str(exc))
-            except UnknownInterruptError as exc:
-                return _error(404, str(exc))
-            except ConstraintViolationError as exc:  # a rule refused the write: no retry helps
-                return _error(500, str(exc))
-            except DatabaseError as exc:
-                return _error(503, str(exc))
-            except SymfonicStoreError as exc:  # a projection gap included: said as it is
-                return _error(500, str(exc))
+            except SymfonicStoreError as exc:
+                return _failed(exc)
             return _error(403, f"not allowed: {why}; the refusal has been recorded")
         try:
             by = principal.authenticated_by
@@ -405,23 +412,11 @@ class Approvals:
             )
         except InterruptExpiredError as exc:
             return _error(410, str(exc), reason=exc.reason)
-        except UnknownInterruptError as exc:
-            return _error(404, str(exc))
         except ResumeNotAllowedError as exc:
             return _error(403, str(exc))
         except AnswerNotTakenError as exc:
             return _error(422, str(exc), outcome="not_taken", graph_error=exc.error)
-        except PayloadTooLargeError as exc:
-            return _error(413, str(exc))
-        except InvalidInputError as exc:
-            return _error(400, str(exc))
-        except ProjectionMismatchError as exc:
-            return _error(500, str(exc))
-        except ConstraintViolationError as exc:  # a rule refused the write: no retry helps
-            return _error(500, str(exc))
-        except DatabaseError as exc:
-            # outcome_unknown: the graph may have acted; the interrupt stays claimed, so a
-            # resend is refused as in progress, and the body says so.
-            return _error(503, str(exc), outcome_unknown=exc.outcome_unknown)
         except SymfonicStoreError as exc:
-            return _error(500, str(exc))
+            # outcome_unknown on a 503: the graph may have acted; the interrupt stays
+            # claimed, so a resend is refused as in progress, and the body says so.
+            return _failed(exc, outcome_unknown=True)

@@ -31,6 +31,7 @@ from starlette.requests import HTTPConnection
 
 from ..errors import InvalidInputError
 from ..validation import MAX_ID_LENGTH
+from .config_file import read_config_text
 from .principal import Principal
 
 log = logging.getLogger("symfonic_store.server")
@@ -218,12 +219,7 @@ class TokenAuth:
         stamp = self._read_stamp()
         field = f"tokens file {str(self.path)!r}"
         try:
-            try:
-                text = self.path.read_text(encoding="utf-8")
-            except OSError as exc:
-                raise InvalidInputError(field, f"cannot be read ({exc.strerror or exc})") from None
-            except UnicodeDecodeError:
-                raise InvalidInputError(field, "is not UTF-8 text") from None
+            text = read_config_text(self.path, field)
             try:
                 data = json.loads(text)
             except (json.JSONDecodeError, RecursionError):

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInputError
+from .config_file import read_config_text
 from .principal import Principal
 
 DEFAULT = "*"
@@ -61,13 +62,8 @@ class Policy:
             InvalidInputError: the file cannot be read, is not JSON, or an entry is malformed.
         """
         field = f"policy file {str(path)!r}"
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InvalidInputError(field, f"cannot be read ({exc.strerror or exc})") from None
-        except UnicodeDecodeError:
-            raise InvalidInputError(field, "is not UTF-8 text") from None
-        try:
+        text = read_config_text(path, field)
+        try:  # the wording of the CLI's JSON flags (cli/app.py json_value), deliberately
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InvalidInputError(

@@ -19,6 +19,7 @@ projection head as archived. Nothing is removed that is not in a verified archiv
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -34,7 +35,8 @@ from ..db import guards
 from ..db import statements as sql
 from ..errors import ConcurrencyConflictError, EvidenceError, InvalidInputError
 from ..events import GENESIS_HASH, StoredEvent, canonical_json
-from .evidence import Tip, key_id, sign, signature_holds
+from .evidence.commitment import Tip
+from .evidence.keys import key_id, sign, signature_holds
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -219,6 +221,8 @@ class ArchiveCheck:
     signed_by: str | None = None
     """The key id whose signature was checked, or None (unsigned, or no keys given)."""
 
+    # ok, and true when ok, as every report of a check (CheckpointReport, ArchiveCheck,
+    # ChainReport): two one-line members, shorter than the base class they would need.
     @property
     def ok(self) -> bool:
         return not self.problems
@@ -382,9 +386,94 @@ def write(
         EvidenceError: a thread's chain does not hold, or its events no longer end at the
             head it was chosen with; the partly written file is removed.
     """
+    with _new_file(path) as handle:
+        digest = hashlib.sha256()
+
+        def out(value: Any) -> None:
+            line = canonical_json(value).encode("utf-8") + b"\n"
+            digest.update(line)
+            handle.write(line)
+
+        out({"format": ARCHIVE_FORMAT, "before": before.isoformat(), "created_at": now.isoformat()})
+        expected = {t: (v, h) for t, v, h in threads}
+        ids = sorted(expected)
+        bases = sql.archived_head_records(conn, thread_ids=ids)
+        archived_versions = sql.archived_versions(conn, ids)
+        run_ids = sql.thread_run_ids(conn, ids)
+        heads: list[ArchivedHead] = []
+        count = 0
+        for i in range(0, len(ids), CHUNK):
+            chunk = ids[i : i + CHUNK]
+            current: str | None = None
+            tip = Tip()
+            first = (0, 0, GENESIS_HASH)
+
+            def close(thread_id: str, tip: Tip, first: tuple[int, int, str]) -> None:
+                if tip.version > expected[thread_id][0]:
+                    raise ConcurrencyConflictError(
+                        f"thread {thread_id!r} got a new event while it was being archived: "
+                        "nothing was archived; run the archive again"
+                    )
+                if (tip.version, tip.last_hash) != expected[thread_id]:
+                    raise EvidenceError(
+                        f"thread {thread_id!r}: its events end at version {tip.version}, not at its "
+                        f"projection head (version {expected[thread_id][0]}): run `symfonic-store "
+                        "verify`; nothing was archived",
+                        thread_id=thread_id,
+                    )
+                heads.append(ArchivedHead(thread_id, *first, tip.version, tip.position, tip.last_hash, run_ids.get(thread_id)))
+
+            for event in sql.stream_events(conn, sql.events_of_threads_query(chunk)):
+                if event.thread_id != current:
+                    if current is not None:
+                        close(current, tip, first)
+                    current = event.thread_id
+                    k = archived_versions.get(current) or 0
+                    if k:
+                        record = bases.get((current, k))
+                        if record is None:
+                            raise EvidenceError(
+                                f"thread {current!r}: its versions 1..{k} are marked archived but no "
+                                "archive record of that head exists: run `symfonic-store verify`; "
+                                "nothing was archived",
+                                thread_id=current,
+                            )
+                        first = (k, record[0], record[1])
+                    else:
+                        first = (0, 0, GENESIS_HASH)
+                    tip = Tip(*first)
+                problem = tip.extend(event)
+                if problem is not None:
+                    raise EvidenceError(
+                        f"thread {event.thread_id!r} at position {event.position}: {problem}; run "
+                        "`symfonic-store verify`; nothing was archived",
+                        thread_id=event.thread_id, position=event.position,
+                    )
+                out(event.as_dict())
+                count += 1
+            if current is not None:
+                close(current, tip, first)
+        heads.sort(key=lambda h: h.thread_id)
+        manifest: dict[str, Any] = {
+            "format": ARCHIVE_FORMAT,
+            "before": before.isoformat(),
+            "created_at": now.isoformat(),
+            "events": count,
+            "threads": [h.as_list() for h in heads],
+            "content": digest.hexdigest(),
+            "key_id": None if key is None else key_id(key.public_key()),
+        }
+        signature = None if key is None else sign(manifest, key)
+        handle.write(canonical_json({"manifest": manifest, "signature": signature}).encode("utf-8") + b"\n")
+        return Archive(path, manifest, signature, {h.thread_id: h for h in heads})
+
+
+@contextlib.contextmanager
+def _new_file(path: Path) -> Iterator[IO[bytes]]:
+    """The new archive file, removed again if writing it fails."""
     try:
         with _open_new(path) as handle:
-            return _write(conn, handle, path, threads, before, now, key)
+            yield handle
     except BaseException:
         path.unlink(missing_ok=True)
         raise
@@ -400,97 +489,6 @@ def _open_new(path: Path) -> IO[bytes]:
     if path.name.endswith(".gz"):
         return gzip.GzipFile(fileobj=raw, mode="wb", filename="")  # type: ignore[return-value]
     return raw
-
-
-def _write(
-    conn: Connection,
-    handle: IO[bytes],
-    path: Path,
-    threads: Sequence[tuple[str, int, str]],
-    before: datetime,
-    now: datetime,
-    key: Ed25519PrivateKey | None,
-) -> Archive:
-    digest = hashlib.sha256()
-
-    def out(value: Any) -> None:
-        line = canonical_json(value).encode("utf-8") + b"\n"
-        digest.update(line)
-        handle.write(line)
-
-    out({"format": ARCHIVE_FORMAT, "before": before.isoformat(), "created_at": now.isoformat()})
-    expected = {t: (v, h) for t, v, h in threads}
-    ids = sorted(expected)
-    bases = sql.archived_head_records(conn, thread_ids=ids)
-    archived_versions = sql.archived_versions(conn, ids)
-    run_ids = sql.thread_run_ids(conn, ids)
-    heads: list[ArchivedHead] = []
-    count = 0
-    for i in range(0, len(ids), CHUNK):
-        chunk = ids[i : i + CHUNK]
-        current: str | None = None
-        tip = Tip()
-        first = (0, 0, GENESIS_HASH)
-
-        def close(thread_id: str, tip: Tip, first: tuple[int, int, str]) -> None:
-            if tip.version > expected[thread_id][0]:
-                raise ConcurrencyConflictError(
-                    f"thread {thread_id!r} got a new event while it was being archived: "
-                    "nothing was archived; run the archive again"
-                )
-            if (tip.version, tip.last_hash) != expected[thread_id]:
-                raise EvidenceError(
-                    f"thread {thread_id!r}: its events end at version {tip.version}, not at its "
-                    f"projection head (version {expected[thread_id][0]}): run `symfonic-store "
-                    "verify`; nothing was archived",
-                    thread_id=thread_id,
-                )
-            heads.append(ArchivedHead(thread_id, *first, tip.version, tip.position, tip.last_hash, run_ids.get(thread_id)))
-
-        for event in sql.stream_events(conn, sql.events_of_threads_query(chunk)):
-            if event.thread_id != current:
-                if current is not None:
-                    close(current, tip, first)
-                current = event.thread_id
-                k = archived_versions.get(current) or 0
-                if k:
-                    record = bases.get((current, k))
-                    if record is None:
-                        raise EvidenceError(
-                            f"thread {current!r}: its versions 1..{k} are marked archived but no "
-                            "archive record of that head exists: run `symfonic-store verify`; "
-                            "nothing was archived",
-                            thread_id=current,
-                        )
-                    first = (k, record[0], record[1])
-                else:
-                    first = (0, 0, GENESIS_HASH)
-                tip = Tip(*first)
-            problem = tip.extend(event)
-            if problem is not None:
-                raise EvidenceError(
-                    f"thread {event.thread_id!r} at position {event.position}: {problem}; run "
-                    "`symfonic-store verify`; nothing was archived",
-                    thread_id=event.thread_id, position=event.position,
-                )
-            out(event.as_dict())
-            count += 1
-        if current is not None:
-            close(current, tip, first)
-    heads.sort(key=lambda h: h.thread_id)
-    manifest: dict[str, Any] = {
-        "format": ARCHIVE_FORMAT,
-        "before": before.isoformat(),
-        "created_at": now.isoformat(),
-        "events": count,
-        "threads": [h.as_list() for h in heads],
-        "content": digest.hexdigest(),
-        "key_id": None if key is None else key_id(key.public_key()),
-    }
-    signature = None if key is None else sign(manifest, key)
-    handle.write(canonical_json({"manifest": manifest, "signature": signature}).encode("utf-8") + b"\n")
-    return Archive(path, manifest, signature, {h.thread_id: h for h in heads})
-
 
 def remove(conn: Connection, *, archive: Archive, now: datetime) -> int:
     """Record ``archive`` and remove its threads' events, in the caller's one transaction.

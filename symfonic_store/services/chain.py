@@ -31,15 +31,10 @@ from sqlalchemy.engine import Connection
 
 from ..db import statements as sql
 from ..errors import EvidenceError, InvalidInputError
-from .evidence import (
-    Checkpoint,
-    CheckpointReport,
-    key_id,
-    parse_checkpoint,
-    root_of,
-    signature_problem,
-    verify_checkpoint,
-)
+from .evidence.commitment import root_of
+from .evidence.document import Checkpoint, parse_checkpoint, signature_problem
+from .evidence.keys import key_id
+from .evidence.verifying import CheckpointReport, verify_checkpoint
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -237,7 +232,7 @@ def follow_newest(
     conn: Connection, last: Checkpoint | None, full: bool, *, chain: Chain
 ) -> tuple[Checkpoint | None, bool]:
     """What a checkpoint taken into ``chain`` follows, and whether it recomputes every
-    head: called by :func:`~symfonic_store.services.evidence.take` with the latest
+    head: called by :func:`~symfonic_store.services.evidence.taking.take` with the latest
     checkpoint the database recorded (``last``) under the evidence lock.
 
     Raises:
@@ -335,6 +330,8 @@ class ChainReport:
             found.append(f"no checkpoint in {str(self.folder)!r}")
         return found
 
+    # ok, and true when ok, as every report of a check (CheckpointReport, ArchiveCheck,
+    # ChainReport): two one-line members, shorter than the base class they would need.
     @property
     def ok(self) -> bool:
         return not self.problems

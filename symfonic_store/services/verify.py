@@ -16,7 +16,7 @@ from the hashed data, and a copy that disagrees is that event's problem (``kind`
 so "who approved what" cannot be changed through them unnoticed.
 
 Neither check stops someone who re-forges the chain and the head together; the signed
-checkpoints do (services/evidence.py). ``verify`` also reports append-only triggers that
+checkpoints do (services/evidence/). ``verify`` also reports append-only triggers that
 are missing, disabled or replaced (db/guards.py): while they are off, anything goes.
 """
 

@@ -19,6 +19,8 @@ from ...errors import InvalidInputError
 from ..app import PROG, Problem, app, flag, get_session, moment
 from ..render import emit, say
 
+# Options shared by several commands; the others are declared where they are read, alike
+# in shape only (see cli/app.py).
 KeyOption = Annotated[
     Path,
     typer.Option("--key", metavar="KEY", help="The Ed25519 private key (PEM) from keygen.", show_default=False),
@@ -118,7 +120,7 @@ def keygen(
     ],
 ) -> None:
     """Make an Ed25519 key pair for checkpoints and archives (never over an existing key)."""
-    from ...services.evidence import generate_key, key_id, load_public_key
+    from ...services.evidence.keys import generate_key, key_id, load_public_key
 
     private, public = generate_key(out)
     say(
@@ -248,7 +250,7 @@ def verify_archive(
 ) -> None:
     """Check an archive offline: its chains, its manifest and (with --public-key) its signature."""
     from ...services.archive import verify_archive as check_archive
-    from ...services.evidence import keys_by_id
+    from ...services.evidence.keys import keys_by_id
 
     keys = keys_by_id(public_keys or [])
     check = check_archive(file, keys or None)

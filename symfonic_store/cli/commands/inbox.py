@@ -8,8 +8,8 @@ import typer
 
 from ..app import (
     TableOrJson,
+    TableOrJsonFormat,
     app,
-    choice,
     flag,
     get_session,
     json_value,
@@ -39,10 +39,7 @@ def pending(
             "--older-than", metavar="SECONDS", help="Only markers older than this.", parser=flag(seconds)
         ),
     ] = None,
-    output: Annotated[
-        TableOrJson,
-        typer.Option("--format", help="table or json.", parser=flag(choice(TableOrJson))),
-    ] = TableOrJson.table,
+    output: TableOrJsonFormat = TableOrJson.table,
 ) -> None:
     """The inbox: pending interrupts across all threads, oldest first."""
     with get_session(ctx).store() as store:
@@ -72,6 +69,7 @@ def pending(
 # --- resume -------------------------------------------------------------------------
 
 
+# Options declared where they are read, alike in shape only (see cli/app.py).
 @app.command()
 def resume(
     ctx: typer.Context,

@@ -53,6 +53,7 @@ def port_number(value: Any, field: str = "value") -> int:
     return int(text)
 
 
+# Its many options are declared where they are read, alike in shape only (see cli/app.py).
 @app.command()
 def serve(
     ctx: typer.Context,

@@ -15,8 +15,8 @@ from ..app import (
     PROG,
     Problem,
     TableOrJson,
+    TableOrJsonFormat,
     app,
-    choice,
     count,
     flag,
     get_session,
@@ -31,7 +31,7 @@ from ..render import (
 
 if TYPE_CHECKING:
 
-    from ...services.sweep import SweepReport
+    from ...sweep_report import SweepReport
 
 
 def import_graph(spec: str) -> Any:
@@ -97,10 +97,7 @@ def sweep(
             "graph (by its name) or to no named graph when its checkpointer holds the thread.",
         ),
     ] = None,
-    output: Annotated[
-        TableOrJson,
-        typer.Option("--format", help="table or json.", parser=flag(choice(TableOrJson))),
-    ] = TableOrJson.table,
+    output: TableOrJsonFormat = TableOrJson.table,
 ) -> None:
     """Expire every stale pending interrupt (the cron job).
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from ...errors import InvalidInputError
-from ..app import TableOrJson, app, choice, flag, get_session
+from ..app import TableOrJson, TableOrJsonFormat, app, get_session
 from ..render import emit_json, say, table, when
 
 
@@ -48,10 +48,7 @@ def wakeups(
         str | None,
         typer.Option("--actor", metavar="NAME", help="Who drops them (recorded); with --drop."),
     ] = None,
-    output: Annotated[
-        TableOrJson,
-        typer.Option("--format", help="table or json.", parser=flag(choice(TableOrJson))),
-    ] = TableOrJson.table,
+    output: TableOrJsonFormat = TableOrJson.table,
 ) -> None:
     """The wake-ups expiries still owe their graphs, by graph; --drop gives them up.
 
