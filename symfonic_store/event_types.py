@@ -146,6 +146,8 @@ def _declare(spec: EventType) -> str:
 
 def marker_minted_at(data: Data, occurred_at: datetime) -> datetime:
     """The marker's ``minted_at`` (Unix seconds) as a UTC datetime, else ``occurred_at``."""
+    # Deliberately the same as ``_minted_at`` of migration 0011, which filled the column
+    # for older events: a frozen migration imports nothing from the package.
     minted_at = data.get("minted_at")
     if isinstance(minted_at, int | float) and not isinstance(minted_at, bool):
         try:

@@ -16,16 +16,9 @@ from hypothesis import HealthCheck, find, settings
 from strategies import actions, append_event, missing, throwaway_type
 
 from symfonic_store import InterruptStore, build_interrupt_marker
+from symfonic_store import event_types as registry
 from symfonic_store.audit_columns import AUDIT_COLUMNS, derive
-from symfonic_store.event_types import (
-    EventType,
-    all_types,
-    register,
-    registered,
-    run_id_types,
-    spec_of,
-    unregister,
-)
+from symfonic_store.event_types import EventType, spec_of
 from symfonic_store.events import ENDINGS, EVENT_TYPES, EXPIRED, MINTED, RESUMED
 from symfonic_store.server.inbox.pages import describe
 from symfonic_store.server.metrics import ServiceMetrics
@@ -107,22 +100,22 @@ def test_the_strategy_table_draws_a_registered_type(noted: EventType) -> None:
 
 def test_the_registry_declares_the_built_in_types_once() -> None:
     """The built-in types, in order, with their endings and their run-id rule."""
-    assert tuple(t.name for t in all_types()) == EVENT_TYPES == (
+    assert tuple(t.name for t in registry.all_types()) == EVENT_TYPES == (
         "interrupt.minted", "route.decided", "interrupt.resumed", "interrupt.expired",
         "interrupt.resume_rejected",
     )
     assert ENDINGS == (RESUMED, EXPIRED)
-    assert run_id_types() == (MINTED, "route.decided")
+    assert registry.run_id_types() == (MINTED, "route.decided")
 
 
 def test_registering_refuses_a_taken_name_an_ending_and_removing_a_built_in_type() -> None:
     """Endings and mints are kept by database indexes, so they are declared with a migration."""
     with pytest.raises(ValueError, match="already registered"):
-        register(EventType(MINTED, label="asked"))
+        registry.register(EventType(MINTED, label="asked"))
     with pytest.raises(ValueError, match="migration"):
-        register(EventType("test.ended", label="ended", ending=True))
+        registry.register(EventType("test.ended", label="ended", ending=True))
     with pytest.raises(ValueError, match="built in"):
-        unregister(RESUMED)
-    with registered(EventType("test.once", label="once")):
+        registry.unregister(RESUMED)
+    with registry.registered(EventType("test.once", label="once")):
         assert spec_of("test.once") is not None
     assert spec_of("test.once") is None
