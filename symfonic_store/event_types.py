@@ -71,9 +71,10 @@ def register(spec: EventType) -> EventType:
     """Add an event type to the registry; returns it.
 
     Raises:
-        ValueError: the name is taken, or the type is an ending (I3 is kept by the
-            database's one-ending index: a new ending is declared in this module,
-            with the migration that adds it to that index).
+        ValueError: the name is taken; or the type is an ending or a mint (I3 and I4
+            are kept by the database's unique indexes: such a type is declared in this
+            module, with the migration that adds it to them), or has a ``fold`` rule
+            (the SQL fold of a rebuild needs its twin: declared here, with it).
     """
     if spec.name in _REGISTRY:
         raise ValueError(f"event type {spec.name!r} is already registered")
@@ -81,6 +82,11 @@ def register(spec: EventType) -> EventType:
         raise ValueError(
             f"event type {spec.name!r}: endings and mints are kept by the database's "
             "unique indexes; declare one in symfonic_store/event_types.py with its migration"
+        )
+    if spec.fold is not None:
+        raise ValueError(
+            f"event type {spec.name!r}: a fold rule needs its twin in the SQL fold "
+            "(projection_rows_query); declare it in symfonic_store/event_types.py with it"
         )
     _REGISTRY[spec.name] = spec
     return spec

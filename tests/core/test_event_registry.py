@@ -108,12 +108,15 @@ def test_the_registry_declares_the_built_in_types_once() -> None:
     assert registry.run_id_types() == (MINTED, "route.decided")
 
 
-def test_registering_refuses_a_taken_name_an_ending_and_removing_a_built_in_type() -> None:
-    """Endings and mints are kept by database indexes, so they are declared with a migration."""
+def test_registering_refuses_a_taken_name_an_ending_a_fold_and_removing_a_built_in_type() -> None:
+    """Endings and mints are kept by database indexes, and a fold rule needs its SQL twin:
+    such types are declared in the package, with their migration and SQL."""
     with pytest.raises(ValueError, match="already registered"):
         registry.register(EventType(MINTED, label="asked"))
     with pytest.raises(ValueError, match="migration"):
         registry.register(EventType("test.ended", label="ended", ending=True))
+    with pytest.raises(ValueError, match="SQL fold"):
+        registry.register(EventType("test.folded", label="folded", fold=lambda state, event: None))
     with pytest.raises(ValueError, match="built in"):
         registry.unregister(RESUMED)
     with registry.registered(EventType("test.once", label="once")):
