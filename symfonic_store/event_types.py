@@ -64,7 +64,7 @@ class EventType:
 
 
 _REGISTRY: dict[str, EventType] = {}
-_BUILT_IN: set[str] = set()
+_BUILT_IN: list[str] = []
 
 
 def register(spec: EventType) -> EventType:
@@ -124,6 +124,11 @@ def all_types() -> tuple[EventType, ...]:
     return tuple(_REGISTRY.values())
 
 
+def built_in_types() -> tuple[EventType, ...]:
+    """The types this module declares, in declaration order (``EVENT_TYPES``)."""
+    return tuple(_REGISTRY[name] for name in _BUILT_IN)
+
+
 def ending_types() -> tuple[str, ...]:
     return tuple(t.name for t in _REGISTRY.values() if t.ending)
 
@@ -143,7 +148,7 @@ def audited_types() -> tuple[str, ...]:
 
 def _declare(spec: EventType) -> str:
     _REGISTRY[spec.name] = spec
-    _BUILT_IN.add(spec.name)
+    _BUILT_IN.append(spec.name)
     return spec.name
 
 

@@ -20,11 +20,11 @@ from .event_types import MINTED as MINTED
 from .event_types import RESUME_REJECTED as RESUME_REJECTED
 from .event_types import RESUMED as RESUMED
 from .event_types import ROUTE_DECIDED as ROUTE_DECIDED
-from .event_types import all_types, ending_types
+from .event_types import built_in_types
 
-EVENT_TYPES: Final = tuple(t.name for t in all_types())
+EVENT_TYPES: Final = tuple(t.name for t in built_in_types())
 """The built-in event types (declared in :mod:`symfonic_store.event_types`)."""
-ENDINGS: Final = ending_types()
+ENDINGS: Final = tuple(t.name for t in built_in_types() if t.ending)
 """The terminal event types: an interrupt has at most one of them (invariant I3)."""
 
 EXPIRY_REASONS: Final = ("ttl", "run_id", "superseded", "cancelled")
