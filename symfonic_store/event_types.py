@@ -19,6 +19,12 @@ instead of naming types one by one:
 The built-in types are declared below, in the order of ``EVENT_TYPES``. A type declared
 elsewhere (an extension, a test) is added with :func:`register` or, for a while,
 :func:`registered`; an unregistered type is still stored and replayed, with no rule.
+
+Adding a built-in type: one ``_declare(EventType(...))`` below (its name constant, re-
+exported by ``events.py`` and, when public, by ``symfonic_store/__init__.py``), the
+store operation that appends it, and its strategy in ``tests/strategies.py`` (the
+property test refuses to run without one). An ending or a mint also needs a migration of
+the database's unique indexes; a ``fold`` rule, its twin in the SQL fold.
 """
 
 from __future__ import annotations
