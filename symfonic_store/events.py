@@ -1,4 +1,5 @@
-"""The event model: event types, the stored event, and its tamper-evidence hash.
+"""The event model: the stored event and its tamper-evidence hash (the event types are
+declared in :mod:`symfonic_store.event_types`, and their names re-exported here).
 
 Event ``type`` strings and the keys of ``data`` are public: auditors read the event
 table directly with SQL.
@@ -14,14 +15,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-MINTED: Final = "interrupt.minted"
-ROUTE_DECIDED: Final = "route.decided"
-RESUMED: Final = "interrupt.resumed"
-EXPIRED: Final = "interrupt.expired"
-RESUME_REJECTED: Final = "interrupt.resume_rejected"
+from .event_types import EXPIRED as EXPIRED
+from .event_types import MINTED as MINTED
+from .event_types import RESUME_REJECTED as RESUME_REJECTED
+from .event_types import RESUMED as RESUMED
+from .event_types import ROUTE_DECIDED as ROUTE_DECIDED
+from .event_types import built_in_types
 
-EVENT_TYPES: Final = (MINTED, ROUTE_DECIDED, RESUMED, EXPIRED, RESUME_REJECTED)
-ENDINGS: Final = (RESUMED, EXPIRED)
+EVENT_TYPES: Final = tuple(t.name for t in built_in_types())
+"""The built-in event types (declared in :mod:`symfonic_store.event_types`)."""
+ENDINGS: Final = tuple(t.name for t in built_in_types() if t.ending)
 """The terminal event types: an interrupt has at most one of them (invariant I3)."""
 
 EXPIRY_REASONS: Final = ("ttl", "run_id", "superseded", "cancelled")

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from .events import ENDINGS, GENESIS_HASH, MINTED, ROUTE_DECIDED
+from .event_types import spec_of
+from .events import GENESIS_HASH
 from .native import NATIVE_SOURCE
 from .protocol import MARKER_KEYS, PENDING_KEY
 
@@ -118,28 +119,36 @@ def open_from_event(event: EventLike) -> dict[str, Any]:
 
 
 def apply(state: ThreadState, event: EventLike) -> ThreadState:
-    """Apply one event to a thread's state, in place; returns the state."""
+    """Apply one event to a thread's state, in place; returns the state.
+
+    What a type does is declared with it (:mod:`symfonic_store.event_types`); a type
+    that is not registered only moves the thread's version and hash.
+    """
     state.version = event.version
     state.last_hash = event.hash
-    if event.type == MINTED and is_native_mint(event.data):
+    spec = spec_of(event.type)
+    if spec is None:
+        return state
+    if spec.opens and is_native_mint(event.data):
+        # A LangGraph interrupt's mint opens it and does nothing else (SPEC §8).
         state.open[str(event.interrupt_id)] = open_from_event(event)
-    elif event.type == MINTED:
+        return state
+    if spec.opens:
         state.pending = marker_from_data(event.data)
         minted_at = state.pending_minted_at
         state.pending_since = (
             minted_at if minted_at is not None else event.occurred_at.timestamp()
         )
-        if event.run_id is not None:
-            state.run_id = event.run_id
-    elif event.type == ROUTE_DECIDED:
-        if event.run_id is not None:
-            state.run_id = event.run_id
-    elif event.type in ENDINGS:
+    if spec.run_id and event.run_id is not None:
+        state.run_id = event.run_id
+    if spec.ending:
         if state.pending is not None and state.pending_interrupt_id == event.interrupt_id:
             state.pending = None
             state.pending_since = None
         else:
             state.open.pop(str(event.interrupt_id), None)
+    if spec.fold is not None:
+        spec.fold(state, event)
     return state
 
 

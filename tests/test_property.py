@@ -1,7 +1,8 @@
 """Property test: random interrupt lives against a plain reference model (invariant I6, I7).
 
 Hypothesis draws sequences of mint / route decision / resume / expire / sweep on a few
-threads while a frozen clock moves. After every step the persisted projection, the
+threads while a frozen clock moves (the strategies, one per event type, are in
+``strategies.py``; a type registered at test time is drawn and appended too). After every step the persisted projection, the
 projection after ``rebuild_projection()`` and the pure fold of the thread's history must
 agree with each other and with a reference model kept in a plain dict, and
 ``store.is_current`` must equal the seed predicate evaluated on that reference state.
@@ -18,8 +19,8 @@ from typing import Any
 from freezegun import freeze_time
 from freezegun.api import FrozenDateTimeFactory
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from langgraph.types import Command
+from strategies import STORE_TTL, THREADS, append_event, missing, steps, throwaway_type
 
 from symfonic_store import (
     EXPIRED,
@@ -32,52 +33,11 @@ from symfonic_store import (
     build_interrupt_marker,
     interrupt_pending_is_current,
 )
+from symfonic_store.event_types import EventType, spec_of
 from symfonic_store.projection import fold
 from symfonic_store.protocol import stale_reason
 
 START = "2030-01-01 00:00:00"
-STORE_TTL = 60.0
-THREADS = 2
-RUN_IDS = (None, "r1", "r2")
-
-thread_index = st.integers(0, THREADS - 1)
-
-MINT = st.tuples(
-    st.just("mint"),
-    thread_index,
-    st.sampled_from(["new", "new", "again", "other_thread"]),
-    st.sampled_from(RUN_IDS),
-    st.sampled_from(["clock", "clock", "text"]),
-)
-ROUTE = st.tuples(st.just("route"), thread_index, st.sampled_from(RUN_IDS))
-RESUME = st.tuples(
-    st.just("resume"),
-    thread_index,
-    st.sampled_from(["pending", "pending", "pending", "last", "unknown"]),
-    st.sampled_from(["alice", "bob"]),
-    st.sampled_from([None, {"approved": True}, {"approved": False, "note": "no"}]),
-)
-EXPIRE = st.tuples(
-    st.just("expire"),
-    thread_index,
-    st.sampled_from(["pending", "pending", "last", "unknown"]),
-    st.sampled_from(["cancelled", "ttl"]),
-)
-SWEEP = st.tuples(st.just("sweep"), st.sampled_from([None, 10.0, STORE_TTL]), st.booleans())
-BY_KIND = {"mint": MINT, "resume": RESUME, "route": ROUTE, "expire": EXPIRE, "sweep": SWEEP}
-# Mints and resumes come up more often than the rest: they make the interesting states.
-ACTIONS = st.sampled_from(
-    ["mint", "mint", "resume", "resume", "resume", "route", "expire", "sweep"]
-).flatmap(BY_KIND.__getitem__)
-# Each step first moves the clock (often not at all), then acts: the TTL boundaries
-# (exactly 10 or 60 seconds, and a millisecond past) come up often.
-TICKS = st.sampled_from([0.0, 0.0, 0.0, 0.001, 1.0, 9.999, 10.0, 30.0, 60.0, 61.0, 3600.0])
-# Every example starts with a mint, so answers have something to answer.
-STEPS = st.builds(
-    lambda first, rest: [(0.0, first), *rest],
-    MINT,
-    st.lists(st.tuples(TICKS, ACTIONS), min_size=7, max_size=15),
-)
 
 
 @dataclass
@@ -228,6 +188,19 @@ class Example:
             assert answer is None, answer
             ref.end(interrupt_id, ("expired", reason, None))
 
+    def op_append(self, type: str, k: int, which: str, run_id: str | None) -> None:
+        """An event of a type registered at test time (never an ending nor a mint)."""
+        t = self.threads[k]
+        ref = self.ref[t]
+        spec = spec_of(type)
+        # register() admits no ending, mint or fold rule: the model needs only the run id.
+        assert spec is not None and not (spec.ending or spec.opens or spec.fold)
+        interrupt_id = None if which == "none" else self._target(t, which)
+        append_event(self.store, t, type, data={"n": self.counter}, interrupt_id=interrupt_id,
+                     run_id=run_id, actor="tester")
+        if spec.run_id and run_id is not None:
+            ref.run_id = run_id
+
     def op_sweep(self, ttl: float | None, dry_run: bool) -> None:
         report = self.store.sweep(ttl_seconds=ttl, dry_run=dry_run, batch_size=2)
 
@@ -281,6 +254,7 @@ class Example:
 
 
 def run_examples(db_url: str, store: InterruptStore, max_examples: int) -> None:
+    assert missing() == [], f"event types with no strategy in tests/strategies.py: {missing()}"
     ttl_store = InterruptStore(db_url, ttl_seconds=STORE_TTL)
 
     @settings(
@@ -288,7 +262,7 @@ def run_examples(db_url: str, store: InterruptStore, max_examples: int) -> None:
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow],
     )
-    @given(steps=STEPS)
+    @given(steps=steps())
     def interrupt_lives(steps: list[tuple[float, tuple[Any, ...]]]) -> None:
         # Freeze inside the example so Hypothesis' own timing keeps the real clock.
         with freeze_time(START, ignore=["_pytest.timing"]) as clock:
@@ -309,3 +283,18 @@ def test_projection_rebuild_fold_and_predicate_agree_with_a_reference_model(
 ) -> None:
     """Random mint/route/resume/expire/sweep sequences under a moving clock keep I6 and I7."""
     run_examples(db_url, store, max_examples=25 if backend == "sqlite" else 15)
+
+
+def test_every_registered_event_type_has_a_strategy() -> None:
+    """The strategy table (tests/strategies.py) draws every event type the package registers."""
+    assert missing() == []
+
+
+def test_a_type_registered_at_test_time_is_drawn_and_folded_alike(
+    db_url: str, store: InterruptStore
+) -> None:
+    """A non-ending type a test declares (its rule: it sets the run id) is drawn among the
+    operations, and the projection, a rebuild and the fold keep agreeing with the model."""
+    with throwaway_type(EventType("test.tallied", label="tallied", run_id=True), weight=6):
+        run_examples(db_url, store, max_examples=4)
+    assert any(e.type == "test.tallied" for e in store.events())

@@ -19,7 +19,8 @@ from sqlalchemy.engine import Connection, Row
 
 from ..audit_columns import AUDIT_COLUMNS, JSON_COPIES
 from ..audit_columns import derive as derive_audit_columns
-from ..events import ENDINGS, MINTED, RESUME_REJECTED, ROUTE_DECIDED, NewEvent, StoredEvent
+from ..event_types import audited_types, run_id_types
+from ..events import ENDINGS, MINTED, RESUME_REJECTED, NewEvent, StoredEvent
 from ..native import NATIVE_SOURCE
 from ..projection import ThreadState
 from ..protocol import MARKER_KEYS
@@ -678,7 +679,7 @@ def audit_columns_query(thread_id: str | None = None) -> sa.Select[Any]:
         *AUDIT_COLUMN_ELEMENTS,
     ).where(
         sa.or_(
-            events.c.type.in_((MINTED, *ENDINGS, RESUME_REJECTED)),
+            events.c.type.in_(audited_types()),
             *(c.is_not(None) for c in AUDIT_COLUMN_ELEMENTS),
         )
     )
@@ -872,7 +873,7 @@ def projection_rows_query() -> sa.Select[Any]:
                 sa.case(
                     (
                         sa.and_(
-                            events.c.type.in_((MINTED, ROUTE_DECIDED)),
+                            events.c.type.in_(run_id_types()),
                             events.c.run_id.is_not(None),
                         ),
                         events.c.version,

@@ -9,6 +9,8 @@ catches up on a large log; ``symfonic_log_position`` says how far it got).
 - ``symfonic_open_interrupts{source}``, ``symfonic_oldest_open_interrupt_age_seconds``
 - ``symfonic_answers_total{outcome}``: ``resumed``, and each refusal by its ``why``
 - ``symfonic_expiries_total{reason}``
+- ``symfonic_events_total{type}``: the log's events by type, every type the registry
+  declares (:mod:`symfonic_store.event_types`) listed, 0 when none was appended
 - ``symfonic_mint_to_answer_seconds``: a histogram, mint to ``interrupt.resumed``
 - ``symfonic_owed_wakeups``: wake-ups expiries still owe their graphs
 - ``symfonic_reader_lag_seconds``, ``symfonic_reader_lag_events``,
@@ -35,6 +37,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from ..event_types import all_types
 from ..events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED
 
 if TYPE_CHECKING:
@@ -57,6 +60,7 @@ class LogTail:
         self.position = 0
         self.answers: Tally[str] = Tally()
         self.expiries: Tally[str] = Tally()
+        self.by_type: Tally[str] = Tally()
         self.buckets = [0] * (len(ANSWER_BUCKETS) + 1)
         self.answer_sum = 0.0
         self._minted: dict[tuple[str, str], float] = {}
@@ -78,6 +82,7 @@ class LogTail:
 
     def _fold(self, event: Any) -> None:
         key = (event.thread_id, str(event.interrupt_id))
+        self.by_type[event.type] += 1
         if event.type == MINTED:
             self._minted[key] = event.occurred_at.timestamp()
         elif event.type == RESUMED:
@@ -127,6 +132,7 @@ class _StoreCollector(Collector):
         with tail._lock:
             answers = dict(tail.answers)
             expiries = dict(tail.expiries)
+            by_type = dict(tail.by_type)
             buckets = list(tail.buckets)
             total = tail.answer_sum
             position = tail.position
@@ -145,6 +151,14 @@ class _StoreCollector(Collector):
         for reason in sorted(set(expiries) | {"ttl", "run_id", "superseded", "cancelled"}):
             expired.add_metric([reason], expiries.get(reason, 0))
         yield expired
+        logged = CounterMetricFamily(
+            "symfonic_events", "Events in the log, by type (every registered type, and any other seen).",
+            labels=["type"],
+        )
+        declared = [t.name for t in all_types()]
+        for name in (*declared, *sorted(set(by_type).difference(declared))):
+            logged.add_metric([name], by_type.get(name, 0))
+        yield logged
         cumulative, running = [], 0
         for le, count in zip((*map(str, ANSWER_BUCKETS), "+Inf"), buckets, strict=True):
             running += count

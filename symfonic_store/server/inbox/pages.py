@@ -18,9 +18,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from ...decisions import builtin, reported
 from ...errors import InvalidInputError
-from ...events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED, ROUTE_DECIDED
+from ...event_types import spec_of
 from ..auth import client_address
 from ..limits import BodyTooLarge, read_body
 from ..principal import Principal
@@ -88,36 +87,30 @@ def when(value: Any) -> str:
 # --- what the timeline says ------------------------------------------------------------
 
 
+class _Data(dict[str, Any]):
+    """An event's data for a summary template: a missing key reads ``None``."""
+
+    def __missing__(self, key: str) -> None:
+        return None
+
+
 def describe(event: dict[str, Any]) -> dict[str, Any]:
-    """One line of a timeline: when, who, what, and the details."""
+    """One line of a timeline: when, who, what, and the details (as its type declares)."""
     data = event.get("data") or {}
     kind = event["type"]
     actor = event.get("actor")
     detail: Any = None
-    if kind == MINTED:
-        what, tone = "asked", "asked"
-        detail = data.get("payload")
-    elif kind == RESUMED:
-        response = data.get("response")
-        # The decision words the answer recorded (SPEC §12); an older answer that
-        # recorded none gets the built-in rules' reading of its response.
-        found = data.get("decisions")
-        words = [reported(w) for w in found] if isinstance(found, list) else [reported(data.get("decision"))]
-        if not any(words):
-            words = builtin(None, response)
-        shown = [w or "-" for w in words] if any(words) else []
-        what = f"answered: {', '.join(shown)}" if shown else "answered"
-        tone = "rejected" if shown and all(w in ("reject", "ignore") for w in words) else "approved"
-        detail = response
-    elif kind == RESUME_REJECTED:
-        what, tone = f"refused ({data.get('why')})", "refused"
-        detail = data.get("error") or data.get("response")
-    elif kind == EXPIRED:
-        what, tone = f"expired ({data.get('reason')}, detected by {data.get('detected_by')})", "expired"
-    elif kind == ROUTE_DECIDED:
-        what, tone = f"route: {data.get('route')}", "route"
-    else:
+    spec = spec_of(kind)
+    if spec is None:
         what, tone = kind, "route"
+    elif spec.describe is not None:
+        what, tone = spec.describe(data)
+    else:
+        what, tone = (spec.summary.format_map(_Data(data)) if spec.summary else kind), spec.label
+    for key in spec.detail if spec is not None else ():
+        detail = data.get(key)
+        if detail:
+            break
     return {
         "at": event.get("occurred_at"),
         "who": actor,
