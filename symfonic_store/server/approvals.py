@@ -46,7 +46,7 @@ from ..errors import (
     SymfonicStoreError,
     UnknownInterruptError,
 )
-from ..events import EXPIRED, MINTED, RESUMED, StoredEvent
+from ..events import ENDINGS, EXPIRED, MINTED, RESUMED, StoredEvent
 from ..projection import is_native_mint
 from .policy import Policy
 from .principal import Principal
@@ -257,7 +257,7 @@ class Approvals:
             },
             time.time(),
         )
-        ending = next((e for e in events if e.type in (RESUMED, EXPIRED)), None)
+        ending = next((e for e in events if e.type in ENDINGS), None)
         view.update(
             status="pending" if ending is None else ("resumed" if ending.type == RESUMED else "expired"),
             requested_by=mint.actor,
@@ -307,7 +307,7 @@ class Approvals:
             (
                 e
                 for e in self.store.history(thread_id)
-                if e.interrupt_id == interrupt_id and e.type in (RESUMED, EXPIRED)
+                if e.interrupt_id == interrupt_id and e.type in ENDINGS
             ),
             None,
         )

@@ -16,6 +16,7 @@ from ..app import (
     AuditFormat,
     Problem,
     TableOrJson,
+    TableOrJsonFormat,
     app,
     choice,
     flag,
@@ -102,10 +103,7 @@ def replay(
             parser=flag(position_or_moment),
         ),
     ] = None,
-    output: Annotated[
-        TableOrJson,
-        typer.Option("--format", help="table or json.", parser=flag(choice(TableOrJson))),
-    ] = TableOrJson.table,
+    output: TableOrJsonFormat = TableOrJson.table,
 ) -> None:
     """A thread's history: each event with the state right after it."""
     bound: int | datetime | None = until
