@@ -470,9 +470,14 @@ def write(
 
 @contextlib.contextmanager
 def _new_file(path: Path) -> Iterator[IO[bytes]]:
-    """The new archive file, removed again if writing it fails."""
+    """The new archive file, removed again if writing it fails.
+
+    It is opened before the ``try``: a file that appeared under that name since the
+    caller looked (``open(..., "xb")`` refuses it) is someone else's and is never removed.
+    """
+    handle = _open_new(path)
     try:
-        with _open_new(path) as handle:
+        with handle:
             yield handle
     except BaseException:
         path.unlink(missing_ok=True)
