@@ -44,70 +44,16 @@ from ..errors import (
     SchemaNotMigratedError,
     SymfonicStoreError,
 )
+from .backends import BACKENDS
+from .backends.base import RACE_CONSTRAINTS as RACE_CONSTRAINTS  # re-exported: its old home
+from .backends.base import Backend, DriverCode
+from .backends.postgres import PG_REFUSED_SETTINGS
 from .urls import scrub
 
 if TYPE_CHECKING:
     from .pgstartup import StartupFailure
 
 UPGRADE_HINT = "run `symfonic-store db upgrade` (or call store.setup())"
-
-RACE_CONSTRAINTS = frozenset(
-    {
-        "uq_symfonic_events_thread_version",  # two writers took the same version (I2)
-        "uq_symfonic_events_one_mint",  # two mints of one interrupt (I4)
-        "uq_symfonic_events_one_ending",  # two endings of one interrupt (I3)
-        "symfonic_threads_pkey",  # two writers created the same thread's projection row
-    }
-)
-"""Unique keys whose violation means a concurrent writer won: retry and decide again."""
-
-# PostgreSQL SQLSTATEs (Appendix A of its manual).
-PG_UNIQUE_VIOLATION = "23505"
-PG_INTEGRITY_CLASS = "23"
-PG_UNDEFINED_TABLE = "42P01"
-PG_SCHEMA_SUSPECT = frozenset({"42703", "42883"})  # undefined_column, undefined_function
-PG_RETRYABLE = frozenset({"40001", "40P01"})  # serialization_failure, deadlock_detected
-PG_CONNECTION_CLASSES = ("08", "57P")  # connection_exception; admin/crash shutdown
-PG_REFUSED_SETTINGS = {
-    "3D000": "invalid_catalog_name",
-    "28000": "invalid_authorization_specification",
-    "28P01": "invalid_password",
-    "42501": "insufficient_privilege",
-}
-"""SQLSTATEs of a server refusing a connection's settings (at connect): a configuration error."""
-PG_NAMES = {
-    "23000": "integrity_constraint_violation",
-    "23001": "restrict_violation",
-    "23502": "not_null_violation",
-    "23503": "foreign_key_violation",
-    "23505": "unique_violation",
-    "23514": "check_violation",
-    "23P01": "exclusion_violation",
-}
-
-# SQLite result codes (https://sqlite.org/rescode.html); the primary code is the low byte.
-SQLITE_ERROR = 1
-SQLITE_BUSY = 5
-SQLITE_LOCKED = 6
-SQLITE_CONSTRAINT = 19
-SQLITE_CONSTRAINT_PRIMARYKEY = 1555
-SQLITE_CONSTRAINT_UNIQUE = 2067
-SQLITE_RACES = frozenset({SQLITE_CONSTRAINT_PRIMARYKEY, SQLITE_CONSTRAINT_UNIQUE})
-"""Every unique key of the store's schema is a concurrency guard (SQLite does not name
-the constraint in a code), so a unique or primary-key violation is a lost race."""
-
-_REFUSALS = {
-    "23001": "a trigger refused it (the event table is append-only)",
-    "23502": "a required column got no value (NOT NULL)",
-    "23503": "a foreign key has no matching row",
-    "23514": "a CHECK constraint failed",
-    "23505": "a unique index that is not one of the store's concurrency guards",
-    "SQLITE_CONSTRAINT_TRIGGER": "a trigger refused it (the event table is append-only)",
-    "SQLITE_CONSTRAINT_NOTNULL": "a required column got no value (NOT NULL)",
-    "SQLITE_CONSTRAINT_FOREIGNKEY": "a foreign key has no matching row",
-    "SQLITE_CONSTRAINT_CHECK": "a CHECK constraint failed",
-}
-
 
 class ScrubbedDriverError(Exception):
     """Stands in as the cause for a driver error whose text had to be masked."""
@@ -130,39 +76,16 @@ class WritePhase:
     committing: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class DriverCode:
-    """What the driver says about an error, by code only."""
-
-    sqlstate: str | None = None
-    constraint: str | None = None
-    sqlite_code: int | None = None
-    sqlite_name: str | None = None
-
-    @property
-    def code(self) -> str | None:
-        """The SQLSTATE, or SQLite's extended result code name."""
-        return self.sqlstate or self.sqlite_name
-
-    @property
-    def sqlite_primary(self) -> int | None:
-        return None if self.sqlite_code is None else self.sqlite_code & 0xFF
-
-
-def driver_code(exc: BaseException) -> DriverCode:
-    """Read the codes off a SQLAlchemy-wrapped driver exception (or a driver one)."""
+def driver_code(exc: BaseException) -> tuple[type[Backend], DriverCode]:
+    """The backend whose driver raised ``exc`` (a SQLAlchemy-wrapped driver exception, or
+    a driver one) and its codes; the base :class:`Backend` with no code for a driver
+    that gives none (it is then classified by its PEP 249 class)."""
     orig = getattr(exc, "orig", None) or exc
-    sqlstate = getattr(orig, "sqlstate", None)
-    diag = getattr(orig, "diag", None)
-    constraint = getattr(diag, "constraint_name", None) if diag is not None else None
-    sqlite_code = getattr(orig, "sqlite_errorcode", None)
-    sqlite_name = getattr(orig, "sqlite_errorname", None)
-    return DriverCode(
-        sqlstate=sqlstate if isinstance(sqlstate, str) else None,
-        constraint=constraint if isinstance(constraint, str) else None,
-        sqlite_code=sqlite_code if isinstance(sqlite_code, int) else None,
-        sqlite_name=sqlite_name if isinstance(sqlite_name, str) else None,
-    )
+    for backend in BACKENDS.values():
+        code = backend.driver_code(orig)
+        if code is not None:
+            return backend, code
+    return Backend, DriverCode()
 
 
 def outcome_note(*, may_have_committed: bool) -> str:
@@ -211,9 +134,8 @@ def scrubbed_cause(exc: BaseException) -> BaseException:
     return exc
 
 
-def _refusal(exc: BaseException, code: DriverCode) -> ConstraintViolationError:
-    what = _REFUSALS.get(code.code or "", "an integrity rule of the database")
-    label = PG_NAMES.get(code.sqlstate or "", code.code or "integrity error")
+def _refusal(exc: BaseException, backend: type[Backend], code: DriverCode) -> ConstraintViolationError:
+    what, label = backend.refusal(code)
     where = f" on {code.constraint}" if code.constraint else ""
     return ConstraintViolationError(
         f"the database refused the write: {what} [{label}{where}] ({_first_line(exc)}); "
@@ -221,22 +143,6 @@ def _refusal(exc: BaseException, code: DriverCode) -> ConstraintViolationError:
         code=code.code,
         constraint=code.constraint,
     )
-
-
-def _is_race(code: DriverCode) -> bool:
-    if code.sqlstate is not None:
-        if code.sqlstate in PG_RETRYABLE:
-            return True
-        return code.sqlstate == PG_UNIQUE_VIOLATION and code.constraint in RACE_CONSTRAINTS
-    return code.sqlite_code in SQLITE_RACES
-
-
-def _is_integrity(exc: BaseException, code: DriverCode) -> bool:
-    if code.sqlstate is not None:
-        return code.sqlstate.startswith(PG_INTEGRITY_CLASS)
-    if code.sqlite_primary is not None:
-        return code.sqlite_primary == SQLITE_CONSTRAINT
-    return isinstance(exc, sa.exc.IntegrityError)  # a driver without codes
 
 
 def _refused_settings(sqlstate: str, failure: StartupFailure | None) -> DatabaseConfigurationError:
@@ -301,9 +207,9 @@ def connect_failure(exc: BaseException) -> DatabaseError | None:
     pgconn = _never_connected(exc)
     if pgconn is None:
         return None
-    code = driver_code(exc)
-    if code.sqlstate is not None:  # a driver (or a release) that tells the code itself
-        return _refused_settings(code.sqlstate, None) if code.sqlstate in PG_REFUSED_SETTINGS else None
+    _, code = driver_code(exc)
+    if code.code is not None:  # a driver (or a release) that tells the code itself
+        return _refused_settings(code.code, None) if code.code in PG_REFUSED_SETTINGS else None
     from .pgstartup import startup_failure  # only on this failure path
 
     failure = startup_failure(pgconn)
@@ -320,20 +226,20 @@ def connect_failure(exc: BaseException) -> DatabaseError | None:
 
 def classify(exc: sa.exc.DBAPIError, *, may_have_committed: bool = False) -> SymfonicStoreError:
     """The store's error for a driver error, chosen by its codes (see the module doc)."""
-    code = driver_code(exc)
+    backend, code = driver_code(exc)
     message = _first_line(exc)
-    if _is_race(code):
+    if backend.is_race(code):
         return ConcurrencyConflictError(
             f"a concurrent writer changed the same thread first ({message}); "
             "retry the operation"
         )
-    if _is_integrity(exc, code):
-        return _refusal(exc, code)
-    if code.sqlstate == PG_UNDEFINED_TABLE:
+    if backend.is_integrity(exc, code):
+        return _refusal(exc, backend, code)
+    if backend.is_missing_schema(code):
         return SchemaNotMigratedError(
             f"the database has no symfonic-store schema ({message}): {UPGRADE_HINT}"
         )
-    if code.sqlite_primary in (SQLITE_BUSY, SQLITE_LOCKED):
+    if backend.is_busy(code):
         return DatabaseError(
             "the SQLite database stayed locked by another writer past the busy timeout; "
             + outcome_note(may_have_committed=may_have_committed)
@@ -341,14 +247,10 @@ def classify(exc: sa.exc.DBAPIError, *, may_have_committed: bool = False) -> Sym
             outcome_unknown=may_have_committed,
         )
     label = f" [{code.code}]" if code.code else ""
-    if code.sqlstate in PG_SCHEMA_SUSPECT or code.sqlite_primary == SQLITE_ERROR:
+    if backend.is_schema_suspect(code):
         return SchemaSuspectError(f"the database refused the operation{label}: {message}")
-    if getattr(exc, "connection_invalidated", False) or (
-        code.sqlstate.startswith(PG_CONNECTION_CLASSES)
-        if code.sqlstate is not None
-        # No SQLSTATE: psycopg's own (client-side) failures; SQLite's I/O, open, full.
-        else isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError)
-    ):
+    # No code: psycopg's own (client-side) failures; SQLite's I/O, open, full.
+    if getattr(exc, "connection_invalidated", False) or backend.is_connection_lost(exc, code):
         return DatabaseError(
             connection_lost_message(message, may_have_committed=may_have_committed),
             outcome_unknown=may_have_committed,
