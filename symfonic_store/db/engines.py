@@ -15,7 +15,7 @@ from ..errors import InvalidInputError
 from ..events import canonical_json
 from .backends import EngineOptions, prepare_engine
 from .backends.sqlite import SQLITE_SYNCHRONOUS
-from .urls import _prepare_sqlite_path, async_url, scrub, sync_url
+from .urls import async_url, prepare_for, scrub, sync_url
 
 if TYPE_CHECKING:
     # Imported by create_asyncio_engine when called: it loads the ORM and asyncio.
@@ -50,8 +50,7 @@ spaces), the text an event's hash covers, whichever path wrote them."""
 
 def _engine_for(url: URL, factory: Callable[[URL], E]) -> E:
     """Make the engine, turning SQLAlchemy's refusal of the URL into a store error."""
-    if url.get_backend_name() == "sqlite":
-        _prepare_sqlite_path(url)
+    prepare_for(url)
     try:
         return factory(url)
     except sa.exc.ArgumentError as exc:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Dialect, Engine
+from sqlalchemy.engine import URL, Connection, Dialect, Engine
 
 from ..executors.base import CoreExecutor, Executor, state_of
 
@@ -150,6 +150,14 @@ class Backend:
 
     name: ClassVar[str] = "generic"
     """The SQLAlchemy dialect name this backend serves (its key in the registry)."""
+    sync_driver: ClassVar[str] = ""
+    """The URL drivername of the synchronous store's engine (``sqlite+pysqlite``)."""
+    async_driver: ClassVar[str] = ""
+    """The URL drivername of the asyncio store's engine (``sqlite+aiosqlite``)."""
+
+    @classmethod
+    def prepare_url(cls, url: URL) -> None:
+        """Whatever the URL needs before an engine is made from it (nothing here)."""
 
     # --- transactions and locks -----------------------------------------------------
 

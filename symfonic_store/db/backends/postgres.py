@@ -126,6 +126,7 @@ class PostgresBackend(Backend):
     """PostgreSQL: writers in parallel, readers below the writers' horizon (I11)."""
 
     name = "postgresql"
+    sync_driver = async_driver = "postgresql+psycopg"  # psycopg 3 serves both
     reads_below_horizon = True
     single_writer = False
 

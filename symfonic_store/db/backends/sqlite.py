@@ -11,12 +11,14 @@ The archive drops and recreates the triggers inside its own transaction.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import URL, Connection, Engine
 
+from ...errors import InvalidInputError
 from ..checkpoint_tables import SQLITE, Layout
 from ..executors.base import Executor, in_driver_transaction
 from ..executors.cursor import SQLiteCursorExecutor
@@ -74,7 +76,24 @@ class SQLiteBackend(Backend):
     """SQLite: one writer at a time (BEGIN IMMEDIATE), positions committed in order."""
 
     name = "sqlite"
+    sync_driver = "sqlite+pysqlite"
+    async_driver = "sqlite+aiosqlite"
     checkpoint_saver = "sqlite"
+
+    @classmethod
+    def prepare_url(cls, url: URL) -> None:
+        """A newcomer's ``sqlite:///data/store.db`` should just work: create the folder."""
+        database = url.database
+        if database and database != ":memory:" and not database.startswith("file:"):
+            folder = Path(database).expanduser().parent
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except (OSError, ValueError) as exc:
+                raise InvalidInputError(
+                    "database URL",
+                    f"cannot create the folder {str(folder)!r} for the SQLite file "
+                    f"({getattr(exc, 'strerror', None) or exc}); choose a writable path",
+                ) from None
 
     def prepare(self, engine: Engine, options: EngineOptions) -> None:
         """WAL, a busy timeout, foreign keys, and BEGIN IMMEDIATE for writers.
