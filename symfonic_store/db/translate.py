@@ -1,7 +1,9 @@
 """Driver errors into the store's error tree, in exactly one place.
 
 Errors are classified by the codes the drivers expose, never by their message text
-(PostgreSQL words its messages in the server's ``lc_messages`` language):
+(PostgreSQL words its messages in the server's ``lc_messages`` language). Each backend
+reads its driver's codes and keeps their tables (:mod:`symfonic_store.db.backends`);
+this module turns its answers into the store's errors and their advice:
 
 - PostgreSQL (psycopg): the SQLSTATE (``orig.sqlstate``) and the constraint's name
   (``orig.diag.constraint_name``);
@@ -25,33 +27,23 @@ The driver's exception stays reachable as the ``__cause__`` (``symfonic-store
 from __future__ import annotations
 
 import contextlib
-import errno
-import os
-import sqlite3
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
 from ..errors import (
     ConcurrencyConflictError,
     ConstraintViolationError,
-    DatabaseConfigurationError,
     DatabaseError,
-    DatabaseUnreachableError,
     SchemaNotMigratedError,
     SymfonicStoreError,
 )
 from .backends import BACKENDS
 from .backends.base import RACE_CONSTRAINTS as RACE_CONSTRAINTS  # re-exported: its old home
 from .backends.base import Backend, DriverCode
-from .backends.postgres import PG_REFUSED_SETTINGS
 from .urls import scrub
-
-if TYPE_CHECKING:
-    from .pgstartup import StartupFailure
 
 UPGRADE_HINT = "run `symfonic-store db upgrade` (or call store.setup())"
 
@@ -145,82 +137,14 @@ def _refusal(exc: BaseException, backend: type[Backend], code: DriverCode) -> Co
     )
 
 
-def _refused_settings(sqlstate: str, failure: StartupFailure | None) -> DatabaseConfigurationError:
-    where = f" at {failure.where}" if failure is not None else ""
-    database = repr(failure.database) if failure is not None else "named in the URL"
-    role = repr(failure.user) if failure is not None else "named in the URL"
-    what = {
-        "3D000": f"the database {database} does not exist on the PostgreSQL server{where}: "
-        "check the database name in the URL, or create the database",
-        "28P01": f"the PostgreSQL server{where} refused the password of role {role}: check "
-        "the password in the URL (or the password file)",
-        "42501": f"role {role} may not connect to the database {database}{where}: grant it "
-        "CONNECT, or use another role",
-    }.get(
-        sqlstate,
-        f"the PostgreSQL server{where} refused role {role}: the role does not exist or may "
-        "not connect from here (pg_hba.conf); check the user name in the URL",
-    )
-    label = PG_REFUSED_SETTINGS.get(sqlstate, "invalid_authorization_specification")
-    return DatabaseConfigurationError(
-        f"{what} [{sqlstate} {label}]; this is a configuration error, not a passing fault "
-        "(no connection was opened)",
-        code=sqlstate,
-    )
-
-
-def _unreachable(failure: StartupFailure) -> DatabaseUnreachableError:
-    assert failure.errno is not None
-    why = os.strerror(failure.errno) if failure.errno > 0 else "its host name does not resolve"
-    name = errno.errorcode.get(failure.errno)
-    return DatabaseUnreachableError(
-        f"the PostgreSQL server at {failure.where} is unreachable ({why}"
-        f"{f' [{name}]' if name else ''}): check that it is running and that the URL's host "
-        "and port are right; no connection was opened, so the transaction did not start and "
-        "nothing of it was written: retry once it answers",
-        errno=failure.errno,
-    )
-
-
-def _never_connected(exc: BaseException) -> Any | None:
-    """The libpq connection of a psycopg error raised while connecting, else None.
-
-    Connecting runs no statement, and libpq's backend process id stays 0 until the
-    server has accepted the session (a connection lost later keeps its id).
-    """
-    if getattr(exc, "statement", None) is not None:
-        return None
-    pgconn = getattr(getattr(exc, "orig", None), "pgconn", None)
-    if pgconn is None or getattr(pgconn, "backend_pid", None) != 0:
-        return None
-    return pgconn
-
-
 def connect_failure(exc: BaseException) -> DatabaseError | None:
-    """A PostgreSQL connection that could not be opened, told by code: the settings it
-    was refused for (a configuration error) or a server that is unreachable; None when
-    ``exc`` is something else, or nothing says which.
-
-    psycopg gives no SQLSTATE for a refused connection; the startup probe
-    (:mod:`symfonic_store.db.pgstartup`) asks the server for it.
-    """
-    pgconn = _never_connected(exc)
-    if pgconn is None:
-        return None
-    _, code = driver_code(exc)
-    if code.code is not None:  # a driver (or a release) that tells the code itself
-        return _refused_settings(code.code, None) if code.code in PG_REFUSED_SETTINGS else None
-    from .pgstartup import startup_failure  # only on this failure path
-
-    failure = startup_failure(pgconn)
-    if failure is None:
-        return None
-    if failure.errno is not None:
-        return _unreachable(failure)
-    if failure.sqlstate is not None and (
-        failure.sqlstate in PG_REFUSED_SETTINGS or failure.sqlstate.startswith("28")
-    ):
-        return _refused_settings(failure.sqlstate, failure)
+    """A connection that could not be opened, told by code by its backend (the settings it
+    was refused for, a server that is unreachable); None when ``exc`` is something else,
+    or nothing says which."""
+    for backend in BACKENDS.values():
+        failure = backend.connect_failure(exc)
+        if failure is not None:
+            return failure
     return None
 
 
@@ -258,18 +182,14 @@ def classify(exc: sa.exc.DBAPIError, *, may_have_committed: bool = False) -> Sym
     return DatabaseError(f"the database refused the operation{label}: {message}")
 
 
-DRIVER_MODULES = ("psycopg", "pg8000")
-"""PostgreSQL drivers whose DB-API errors may reach the store unwrapped (only one already
-imported can have raised; SQLite's ``sqlite3``, aiosqlite's too, is always there)."""
-
-
 def as_dbapi_error(exc: BaseException) -> sa.exc.DBAPIError | None:
     """A driver's own DB-API error wrapped as SQLAlchemy would (its PEP 249 class kept,
     e.g. ``OperationalError``); None when ``exc`` is not a driver's error."""
     if isinstance(exc, sa.exc.DBAPIError):
         return exc
-    bases: list[type[Exception]] = [sqlite3.Error]
-    for name in DRIVER_MODULES:
+    # Only a driver already imported can have raised.
+    bases: list[type[Exception]] = []
+    for name in (m for backend in BACKENDS.values() for m in backend.driver_modules):
         base = getattr(sys.modules.get(name), "Error", None)
         if isinstance(base, type) and issubclass(base, Exception):
             bases.append(base)

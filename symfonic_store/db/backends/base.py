@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Dialect, Engine
 
+from ...errors import DatabaseError
 from ..executors.base import CoreExecutor, Executor, state_of
 
 if TYPE_CHECKING:
@@ -281,6 +282,16 @@ class Backend:
         raise NotImplementedError(f"no archive removal for {self.name}")
 
     # --- the driver's error codes ---------------------------------------------------
+
+    driver_modules: ClassVar[tuple[str, ...]] = ()
+    """The modules of the backend's drivers, whose DB-API ``Error`` may reach the store
+    unwrapped (raised on a cursor of the driver's own, or by an engine hook)."""
+
+    @classmethod
+    def connect_failure(cls, exc: BaseException) -> DatabaseError | None:
+        """Why a connection of this backend's driver could not be opened, told by code,
+        or None (``exc`` is something else, or nothing says which)."""
+        return None
 
     @classmethod
     def driver_code(cls, orig: BaseException) -> DriverCode | None:

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
+from ...errors import DatabaseError
 from ..checkpoint_tables import POSTGRES, Layout
 from ..executors.base import Executor, in_driver_transaction, state_of
 from ..executors.postgres import (
@@ -20,7 +21,7 @@ from ..executors.postgres import (
     PostgresExecutor,
     leave_pipeline_for_sqlalchemy,
 )
-from . import pg_guards, pg_horizon
+from . import pg_connect, pg_guards, pg_horizon
 from .base import (
     RACE_CONSTRAINTS,
     Backend,
@@ -97,13 +98,6 @@ PG_UNDEFINED_TABLE = "42P01"
 PG_SCHEMA_SUSPECT = frozenset({"42703", "42883"})  # undefined_column, undefined_function
 PG_RETRYABLE = frozenset({"40001", "40P01"})  # serialization_failure, deadlock_detected
 PG_CONNECTION_CLASSES = ("08", "57P")  # connection_exception; admin/crash shutdown
-PG_REFUSED_SETTINGS = {
-    "3D000": "invalid_catalog_name",
-    "28000": "invalid_authorization_specification",
-    "28P01": "invalid_password",
-    "42501": "insufficient_privilege",
-}
-"""SQLSTATEs of a server refusing a connection's settings (at connect): a configuration error."""
 PG_NAMES = {
     "23000": "integrity_constraint_violation",
     "23001": "restrict_violation",
@@ -126,6 +120,7 @@ class PostgresBackend(Backend):
     """PostgreSQL: writers in parallel, readers below the writers' horizon (I11)."""
 
     name = "postgresql"
+    driver_modules = ("psycopg", "pg8000")
     sync_driver = async_driver = "postgresql+psycopg"  # psycopg 3 serves both
     reads_below_horizon = True
     single_writer = False
@@ -312,6 +307,10 @@ class PostgresBackend(Backend):
         diag = getattr(orig, "diag", None)
         constraint = getattr(diag, "constraint_name", None) if diag is not None else None
         return DriverCode(code=sqlstate, constraint=constraint if isinstance(constraint, str) else None)
+
+    @classmethod
+    def connect_failure(cls, exc: BaseException) -> DatabaseError | None:
+        return pg_connect.connect_failure(exc)
 
     @classmethod
     def is_race(cls, code: DriverCode) -> bool:

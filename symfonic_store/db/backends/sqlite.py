@@ -76,6 +76,7 @@ class SQLiteBackend(Backend):
     """SQLite: one writer at a time (BEGIN IMMEDIATE), positions committed in order."""
 
     name = "sqlite"
+    driver_modules = ("sqlite3",)  # aiosqlite raises sqlite3's errors too
     sync_driver = "sqlite+pysqlite"
     async_driver = "sqlite+aiosqlite"
     checkpoint_saver = "sqlite"
