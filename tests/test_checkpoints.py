@@ -905,7 +905,7 @@ def test_a_writer_that_starts_while_the_checkpoint_reads_its_position_waits_for_
     postgres_schema_url: str, key: Path, pub: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An append that begins between the checkpoint's wait for the writers and its read of the last position is shut out until the position is read, so it lands above it."""
-    from symfonic_store.db import statements
+    from symfonic_store.db.statements import evidence as statements
 
     real_max_position = statements.max_position
     late: list[BaseException | None] = []
@@ -972,10 +972,10 @@ def test_a_write_transaction_left_open_makes_the_checkpoint_give_up_not_the_appe
     """A write transaction that stays open past the wait: the checkpoint is refused (nothing signed) instead of holding every append behind it, and appends go on."""
     from test_gap_safe_readers import hold_mint_open
 
-    from symfonic_store.db import executor
+    from symfonic_store.db.backends import postgres
     from symfonic_store.db.engines import create_sync_engine
 
-    monkeypatch.setattr(executor, "WRITERS_WAIT_TIMEOUT", "200ms")
+    monkeypatch.setattr(postgres, "WRITERS_WAIT_TIMEOUT", "200ms")
     holder = create_sync_engine(postgres_schema_url)
     with InterruptStore(postgres_schema_url) as store:
         store.setup()

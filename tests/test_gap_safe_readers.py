@@ -34,6 +34,7 @@ from log_writers import append_round, append_rounds, marker, write_in_process
 from symfonic_store import InterruptStore, StoredEvent
 from symfonic_store.append import ThreadWriter, flush
 from symfonic_store.db import statements
+from symfonic_store.db.backends.postgres import PostgresBackend
 from symfonic_store.db.engines import create_sync_engine
 from symfonic_store.db.schema import events as events_table
 from symfonic_store.store import lifecycle
@@ -211,12 +212,12 @@ def test_a_reader_holds_back_a_later_commit_until_the_earlier_writer_ends(
 
 def without_the_read_guard(monkeypatch: pytest.MonkeyPatch) -> None:
     """Readers keep the (tx_id, position) order and cursor, but read past the horizon."""
-    original = statements.read_horizon
+    original = PostgresBackend.read_horizon
 
-    def unguarded(conn: sa.Connection, *, after: int = 0) -> statements.Horizon:
-        return dataclasses.replace(original(conn, after=after), below=2**62)
+    def unguarded(self: PostgresBackend, conn: sa.Connection, *, after: int = 0) -> statements.Horizon:
+        return dataclasses.replace(original(self, conn, after=after), below=2**62)
 
-    monkeypatch.setattr(statements, "read_horizon", unguarded)
+    monkeypatch.setattr(PostgresBackend, "read_horizon", unguarded)
 
 
 def test_without_the_read_guard_the_same_scenario_skips_the_held_event(

@@ -1,9 +1,10 @@
-"""LangGraph's checkpoint tables, as the official savers lay them out, and the SQL they lack.
+"""The SQL LangGraph's savers lack, on their own tables (:mod:`.checkpoint_tables`).
 
 ``store.checkpointer()`` keeps a graph's checkpoints in the tables of LangGraph's own
 savers (``langgraph-checkpoint-sqlite`` and ``langgraph-checkpoint-postgres``), created
-by those savers' ``setup()`` and written by their SQL. The tables are declared here
-only for what those savers do not implement -- ``copy_thread``, ``delete_for_runs``,
+by those savers' ``setup()`` and written by their SQL. The tables are declared (in
+:mod:`.checkpoint_tables`, the layout each backend chooses) only for what those savers
+do not implement -- ``copy_thread``, ``delete_for_runs``,
 and on SQLite ``prune`` -- and for tests/test_checkpointer_tables.py, which reflects the
 tables a saver created and compares them with these declarations, column by column: a
 LangGraph release that changes the layout fails there, before these statements could
@@ -18,161 +19,39 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.util import ClauseAdapter
 
-PRUNE_STRATEGIES = ("keep_latest", "delete")
-
-
-def _thread_columns() -> list[sa.Column[Any]]:
-    return [
-        sa.Column("thread_id", sa.Text, primary_key=True),
-        sa.Column("checkpoint_ns", sa.Text, primary_key=True, server_default=""),
-    ]
-
-
-# --- SQLite: langgraph.checkpoint.sqlite.SqliteSaver.setup() ------------------------
-
-sqlite_metadata = sa.MetaData()
-
-sqlite_checkpoints = sa.Table(
-    "checkpoints",
+from .backends import backend_of
+from .backends.postgres import (
+    CHECKPOINT_SETUP_LOCK_KEY as SETUP_LOCK_KEY,
+)
+from .backends.postgres import checkpoint_setup_lock as setup_lock
+from .backends.postgres import checkpoint_setup_unlock as setup_unlock
+from .checkpoint_tables import (
+    POSTGRES,
+    POSTGRES_MIGRATIONS,
+    SQLITE,
+    Layout,
+    postgres_blobs,
+    postgres_checkpoints,
+    postgres_metadata,
+    postgres_migrations,
+    postgres_writes,
+    sqlite_checkpoints,
     sqlite_metadata,
-    *_thread_columns(),
-    sa.Column("checkpoint_id", sa.Text, primary_key=True),
-    sa.Column("parent_checkpoint_id", sa.Text),
-    sa.Column("type", sa.Text),
-    sa.Column("checkpoint", sa.LargeBinary),
-    sa.Column("metadata", sa.LargeBinary),
+    sqlite_writes,
 )
-
-sqlite_writes = sa.Table(
-    "writes",
-    sqlite_metadata,
-    *_thread_columns(),
-    sa.Column("checkpoint_id", sa.Text, primary_key=True),
-    sa.Column("task_id", sa.Text, primary_key=True),
-    sa.Column("task_path", sa.Text, nullable=False, server_default=""),
-    sa.Column("idx", sa.Integer, primary_key=True),
-    sa.Column("channel", sa.Text, nullable=False),
-    sa.Column("type", sa.Text),
-    sa.Column("value", sa.LargeBinary),
-)
-
-# --- PostgreSQL: langgraph.checkpoint.postgres.base.MIGRATIONS ----------------------
-
-postgres_metadata = sa.MetaData()
-
-postgres_migrations = sa.Table(
-    "checkpoint_migrations",
-    postgres_metadata,
-    sa.Column("v", sa.Integer, primary_key=True, autoincrement=False),
-)
-
-postgres_checkpoints = sa.Table(
-    "checkpoints",
-    postgres_metadata,
-    *_thread_columns(),
-    sa.Column("checkpoint_id", sa.Text, primary_key=True),
-    sa.Column("parent_checkpoint_id", sa.Text),
-    sa.Column("type", sa.Text),
-    sa.Column("checkpoint", postgresql.JSONB, nullable=False),
-    sa.Column("metadata", postgresql.JSONB, nullable=False, server_default="{}"),
-)
-
-postgres_blobs = sa.Table(
-    "checkpoint_blobs",
-    postgres_metadata,
-    *_thread_columns(),
-    sa.Column("channel", sa.Text, primary_key=True),
-    sa.Column("version", sa.Text, primary_key=True),
-    sa.Column("type", sa.Text, nullable=False),
-    sa.Column("blob", postgresql.BYTEA),
-)
-
-postgres_writes = sa.Table(
-    "checkpoint_writes",
-    postgres_metadata,
-    *_thread_columns(),
-    sa.Column("checkpoint_id", sa.Text, primary_key=True),
-    sa.Column("task_id", sa.Text, primary_key=True),
-    sa.Column("idx", sa.Integer, primary_key=True, autoincrement=False),
-    sa.Column("channel", sa.Text, nullable=False),
-    sa.Column("type", sa.Text),
-    sa.Column("blob", postgresql.BYTEA, nullable=False),
-    sa.Column("task_path", sa.Text, nullable=False, server_default=""),
-)
-
-POSTGRES_MIGRATIONS = 10
-"""How many of ``PostgresSaver.MIGRATIONS`` the layout above is the result of."""
-
-
-SETUP_LOCK_KEY = 0x53594D43  # "SYMC": two processes creating the checkpoint tables at once
-
-
-def setup_lock() -> sa.Select[Any]:
-    """PostgreSQL: try to take the setup lock of this schema's checkpoint tables (session
-    lock); selects whether it was taken.
-
-    ``PostgresSaver.setup()`` creates its indexes ``CONCURRENTLY``, outside a
-    transaction, so a transaction-scoped lock cannot cover it. The caller polls instead of
-    waiting inside one statement: ``CREATE INDEX CONCURRENTLY`` waits for every statement
-    in flight in the database, a blocked ``pg_advisory_lock`` included, so a second
-    ``setup()`` waiting on the lock would deadlock with the first. The lock is per schema:
-    stores in other schemas of the database never wait for each other.
-    """
-    return sa.select(
-        sa.func.pg_try_advisory_lock(
-            sa.literal(SETUP_LOCK_KEY, sa.Integer()), sa.func.hashtext(sa.func.current_schema())
-        )
-    )
-
-
-def setup_unlock() -> sa.Select[Any]:
-    return sa.select(
-        sa.func.pg_advisory_unlock(
-            sa.literal(SETUP_LOCK_KEY, sa.Integer()), sa.func.hashtext(sa.func.current_schema())
-        )
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class Layout:
-    """One saver's tables: the checkpoints, the writes, and (PostgreSQL) the blobs."""
-
-    checkpoints: sa.Table
-    writes: sa.Table
-    blobs: sa.Table | None
-
-    @property
-    def tables(self) -> tuple[sa.Table, ...]:
-        """Every table holding a thread's rows."""
-        return tuple(t for t in (self.checkpoints, self.writes, self.blobs) if t is not None)
-
-    def run_id(self) -> sa.ColumnElement[Any]:
-        """The ``run_id`` of a checkpoint's metadata (JSON text on SQLite, JSONB here)."""
-        metadata = self.checkpoints.c.metadata
-        if self.blobs is None:
-            return sa.func.json_extract(sa.cast(metadata, sa.Text), "$.run_id")
-        return metadata["run_id"].astext  # type: ignore[no-any-return]
-
-
-SQLITE = Layout(sqlite_checkpoints, sqlite_writes, None)
-POSTGRES = Layout(postgres_checkpoints, postgres_writes, postgres_blobs)
 
 
 def layout_for(conn: Connection) -> Layout:
     """The layout of the saver that LangGraph ships for ``conn``'s backend."""
-    return POSTGRES if conn.dialect.name == "postgresql" else SQLITE
+    return backend_of(conn).checkpoint_layout
 
 
-def _insert(layout: Layout, table: sa.Table) -> Any:
-    return (postgresql.insert if layout.blobs is not None else sqlite.insert)(table)
+PRUNE_STRATEGIES = ("keep_latest", "delete")
 
 
 # --- copy_thread ---------------------------------------------------------------------
@@ -191,7 +70,7 @@ def copy_thread(conn: Connection, layout: Layout, source: str, target: str) -> N
             for c in table.columns
         ]
         select = sa.select(*values).where(table.c.thread_id == source)
-        conn.execute(_insert(layout, table).from_select(names, select).on_conflict_do_nothing())
+        conn.execute(layout.insert(table).from_select(names, select).on_conflict_do_nothing())
 
 
 # --- delete_for_runs -----------------------------------------------------------------
@@ -384,6 +263,15 @@ def prune_keep_latest(conn: Connection, layout: Layout, thread_id: str) -> None:
 
 __all__ = [
     "POSTGRES",
+    "SETUP_LOCK_KEY",
+    "postgres_blobs",
+    "postgres_checkpoints",
+    "postgres_metadata",
+    "postgres_migrations",
+    "postgres_writes",
+    "sqlite_checkpoints",
+    "sqlite_metadata",
+    "sqlite_writes",
     "POSTGRES_MIGRATIONS",
     "PRUNE_STRATEGIES",
     "SQLITE",

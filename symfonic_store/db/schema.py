@@ -386,7 +386,7 @@ POSTGRES_APPEND_ONLY_TRIGGERS = (
 # event before it on its thread, so ordering by (tx_id, position) keeps each thread in
 # version order even when a transaction that got its id earlier commits on the thread
 # after one that got a later id. Readers only return events whose tx_id is below every
-# transaction still writing (symfonic_store.db.statements.read_horizon): a late commit
+# transaction still writing (symfonic_store.db.backends.pg_horizon.read_horizon): a late commit
 # always lands above the reader's cursor, never behind it.
 POSTGRES_TX_ID_TRIGGER_NAME = "symfonic_events_tx_id"
 POSTGRES_TX_ID_TRIGGER = (

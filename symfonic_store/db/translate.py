@@ -1,7 +1,9 @@
 """Driver errors into the store's error tree, in exactly one place.
 
 Errors are classified by the codes the drivers expose, never by their message text
-(PostgreSQL words its messages in the server's ``lc_messages`` language):
+(PostgreSQL words its messages in the server's ``lc_messages`` language). Each backend
+reads its driver's codes and keeps their tables (:mod:`symfonic_store.db.backends`);
+this module turns its answers into the store's errors and their advice:
 
 - PostgreSQL (psycopg): the SQLSTATE (``orig.sqlstate``) and the constraint's name
   (``orig.diag.constraint_name``);
@@ -25,89 +27,25 @@ The driver's exception stays reachable as the ``__cause__`` (``symfonic-store
 from __future__ import annotations
 
 import contextlib
-import errno
-import os
-import sqlite3
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
 from ..errors import (
     ConcurrencyConflictError,
     ConstraintViolationError,
-    DatabaseConfigurationError,
     DatabaseError,
-    DatabaseUnreachableError,
     SchemaNotMigratedError,
     SymfonicStoreError,
 )
+from .backends import BACKENDS
+from .backends.base import RACE_CONSTRAINTS as RACE_CONSTRAINTS  # re-exported: its old home
+from .backends.base import Backend, DriverCode
 from .urls import scrub
 
-if TYPE_CHECKING:
-    from .pgstartup import StartupFailure
-
 UPGRADE_HINT = "run `symfonic-store db upgrade` (or call store.setup())"
-
-RACE_CONSTRAINTS = frozenset(
-    {
-        "uq_symfonic_events_thread_version",  # two writers took the same version (I2)
-        "uq_symfonic_events_one_mint",  # two mints of one interrupt (I4)
-        "uq_symfonic_events_one_ending",  # two endings of one interrupt (I3)
-        "symfonic_threads_pkey",  # two writers created the same thread's projection row
-    }
-)
-"""Unique keys whose violation means a concurrent writer won: retry and decide again."""
-
-# PostgreSQL SQLSTATEs (Appendix A of its manual).
-PG_UNIQUE_VIOLATION = "23505"
-PG_INTEGRITY_CLASS = "23"
-PG_UNDEFINED_TABLE = "42P01"
-PG_SCHEMA_SUSPECT = frozenset({"42703", "42883"})  # undefined_column, undefined_function
-PG_RETRYABLE = frozenset({"40001", "40P01"})  # serialization_failure, deadlock_detected
-PG_CONNECTION_CLASSES = ("08", "57P")  # connection_exception; admin/crash shutdown
-PG_REFUSED_SETTINGS = {
-    "3D000": "invalid_catalog_name",
-    "28000": "invalid_authorization_specification",
-    "28P01": "invalid_password",
-    "42501": "insufficient_privilege",
-}
-"""SQLSTATEs of a server refusing a connection's settings (at connect): a configuration error."""
-PG_NAMES = {
-    "23000": "integrity_constraint_violation",
-    "23001": "restrict_violation",
-    "23502": "not_null_violation",
-    "23503": "foreign_key_violation",
-    "23505": "unique_violation",
-    "23514": "check_violation",
-    "23P01": "exclusion_violation",
-}
-
-# SQLite result codes (https://sqlite.org/rescode.html); the primary code is the low byte.
-SQLITE_ERROR = 1
-SQLITE_BUSY = 5
-SQLITE_LOCKED = 6
-SQLITE_CONSTRAINT = 19
-SQLITE_CONSTRAINT_PRIMARYKEY = 1555
-SQLITE_CONSTRAINT_UNIQUE = 2067
-SQLITE_RACES = frozenset({SQLITE_CONSTRAINT_PRIMARYKEY, SQLITE_CONSTRAINT_UNIQUE})
-"""Every unique key of the store's schema is a concurrency guard (SQLite does not name
-the constraint in a code), so a unique or primary-key violation is a lost race."""
-
-_REFUSALS = {
-    "23001": "a trigger refused it (the event table is append-only)",
-    "23502": "a required column got no value (NOT NULL)",
-    "23503": "a foreign key has no matching row",
-    "23514": "a CHECK constraint failed",
-    "23505": "a unique index that is not one of the store's concurrency guards",
-    "SQLITE_CONSTRAINT_TRIGGER": "a trigger refused it (the event table is append-only)",
-    "SQLITE_CONSTRAINT_NOTNULL": "a required column got no value (NOT NULL)",
-    "SQLITE_CONSTRAINT_FOREIGNKEY": "a foreign key has no matching row",
-    "SQLITE_CONSTRAINT_CHECK": "a CHECK constraint failed",
-}
-
 
 class ScrubbedDriverError(Exception):
     """Stands in as the cause for a driver error whose text had to be masked."""
@@ -130,39 +68,16 @@ class WritePhase:
     committing: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class DriverCode:
-    """What the driver says about an error, by code only."""
-
-    sqlstate: str | None = None
-    constraint: str | None = None
-    sqlite_code: int | None = None
-    sqlite_name: str | None = None
-
-    @property
-    def code(self) -> str | None:
-        """The SQLSTATE, or SQLite's extended result code name."""
-        return self.sqlstate or self.sqlite_name
-
-    @property
-    def sqlite_primary(self) -> int | None:
-        return None if self.sqlite_code is None else self.sqlite_code & 0xFF
-
-
-def driver_code(exc: BaseException) -> DriverCode:
-    """Read the codes off a SQLAlchemy-wrapped driver exception (or a driver one)."""
+def driver_code(exc: BaseException) -> tuple[type[Backend], DriverCode]:
+    """The backend whose driver raised ``exc`` (a SQLAlchemy-wrapped driver exception, or
+    a driver one) and its codes; the base :class:`Backend` with no code for a driver
+    that gives none (it is then classified by its PEP 249 class)."""
     orig = getattr(exc, "orig", None) or exc
-    sqlstate = getattr(orig, "sqlstate", None)
-    diag = getattr(orig, "diag", None)
-    constraint = getattr(diag, "constraint_name", None) if diag is not None else None
-    sqlite_code = getattr(orig, "sqlite_errorcode", None)
-    sqlite_name = getattr(orig, "sqlite_errorname", None)
-    return DriverCode(
-        sqlstate=sqlstate if isinstance(sqlstate, str) else None,
-        constraint=constraint if isinstance(constraint, str) else None,
-        sqlite_code=sqlite_code if isinstance(sqlite_code, int) else None,
-        sqlite_name=sqlite_name if isinstance(sqlite_name, str) else None,
-    )
+    for backend in BACKENDS.values():
+        code = backend.driver_code(orig)
+        if code is not None:
+            return backend, code
+    return Backend, DriverCode()
 
 
 def outcome_note(*, may_have_committed: bool) -> str:
@@ -211,9 +126,8 @@ def scrubbed_cause(exc: BaseException) -> BaseException:
     return exc
 
 
-def _refusal(exc: BaseException, code: DriverCode) -> ConstraintViolationError:
-    what = _REFUSALS.get(code.code or "", "an integrity rule of the database")
-    label = PG_NAMES.get(code.sqlstate or "", code.code or "integrity error")
+def _refusal(exc: BaseException, backend: type[Backend], code: DriverCode) -> ConstraintViolationError:
+    what, label = backend.refusal(code)
     where = f" on {code.constraint}" if code.constraint else ""
     return ConstraintViolationError(
         f"the database refused the write: {what} [{label}{where}] ({_first_line(exc)}); "
@@ -223,117 +137,33 @@ def _refusal(exc: BaseException, code: DriverCode) -> ConstraintViolationError:
     )
 
 
-def _is_race(code: DriverCode) -> bool:
-    if code.sqlstate is not None:
-        if code.sqlstate in PG_RETRYABLE:
-            return True
-        return code.sqlstate == PG_UNIQUE_VIOLATION and code.constraint in RACE_CONSTRAINTS
-    return code.sqlite_code in SQLITE_RACES
-
-
-def _is_integrity(exc: BaseException, code: DriverCode) -> bool:
-    if code.sqlstate is not None:
-        return code.sqlstate.startswith(PG_INTEGRITY_CLASS)
-    if code.sqlite_primary is not None:
-        return code.sqlite_primary == SQLITE_CONSTRAINT
-    return isinstance(exc, sa.exc.IntegrityError)  # a driver without codes
-
-
-def _refused_settings(sqlstate: str, failure: StartupFailure | None) -> DatabaseConfigurationError:
-    where = f" at {failure.where}" if failure is not None else ""
-    database = repr(failure.database) if failure is not None else "named in the URL"
-    role = repr(failure.user) if failure is not None else "named in the URL"
-    what = {
-        "3D000": f"the database {database} does not exist on the PostgreSQL server{where}: "
-        "check the database name in the URL, or create the database",
-        "28P01": f"the PostgreSQL server{where} refused the password of role {role}: check "
-        "the password in the URL (or the password file)",
-        "42501": f"role {role} may not connect to the database {database}{where}: grant it "
-        "CONNECT, or use another role",
-    }.get(
-        sqlstate,
-        f"the PostgreSQL server{where} refused role {role}: the role does not exist or may "
-        "not connect from here (pg_hba.conf); check the user name in the URL",
-    )
-    label = PG_REFUSED_SETTINGS.get(sqlstate, "invalid_authorization_specification")
-    return DatabaseConfigurationError(
-        f"{what} [{sqlstate} {label}]; this is a configuration error, not a passing fault "
-        "(no connection was opened)",
-        code=sqlstate,
-    )
-
-
-def _unreachable(failure: StartupFailure) -> DatabaseUnreachableError:
-    assert failure.errno is not None
-    why = os.strerror(failure.errno) if failure.errno > 0 else "its host name does not resolve"
-    name = errno.errorcode.get(failure.errno)
-    return DatabaseUnreachableError(
-        f"the PostgreSQL server at {failure.where} is unreachable ({why}"
-        f"{f' [{name}]' if name else ''}): check that it is running and that the URL's host "
-        "and port are right; no connection was opened, so the transaction did not start and "
-        "nothing of it was written: retry once it answers",
-        errno=failure.errno,
-    )
-
-
-def _never_connected(exc: BaseException) -> Any | None:
-    """The libpq connection of a psycopg error raised while connecting, else None.
-
-    Connecting runs no statement, and libpq's backend process id stays 0 until the
-    server has accepted the session (a connection lost later keeps its id).
-    """
-    if getattr(exc, "statement", None) is not None:
-        return None
-    pgconn = getattr(getattr(exc, "orig", None), "pgconn", None)
-    if pgconn is None or getattr(pgconn, "backend_pid", None) != 0:
-        return None
-    return pgconn
-
-
 def connect_failure(exc: BaseException) -> DatabaseError | None:
-    """A PostgreSQL connection that could not be opened, told by code: the settings it
-    was refused for (a configuration error) or a server that is unreachable; None when
-    ``exc`` is something else, or nothing says which.
-
-    psycopg gives no SQLSTATE for a refused connection; the startup probe
-    (:mod:`symfonic_store.db.pgstartup`) asks the server for it.
-    """
-    pgconn = _never_connected(exc)
-    if pgconn is None:
-        return None
-    code = driver_code(exc)
-    if code.sqlstate is not None:  # a driver (or a release) that tells the code itself
-        return _refused_settings(code.sqlstate, None) if code.sqlstate in PG_REFUSED_SETTINGS else None
-    from .pgstartup import startup_failure  # only on this failure path
-
-    failure = startup_failure(pgconn)
-    if failure is None:
-        return None
-    if failure.errno is not None:
-        return _unreachable(failure)
-    if failure.sqlstate is not None and (
-        failure.sqlstate in PG_REFUSED_SETTINGS or failure.sqlstate.startswith("28")
-    ):
-        return _refused_settings(failure.sqlstate, failure)
+    """A connection that could not be opened, told by code by its backend (the settings it
+    was refused for, a server that is unreachable); None when ``exc`` is something else,
+    or nothing says which."""
+    for backend in BACKENDS.values():
+        failure = backend.connect_failure(exc)
+        if failure is not None:
+            return failure
     return None
 
 
 def classify(exc: sa.exc.DBAPIError, *, may_have_committed: bool = False) -> SymfonicStoreError:
     """The store's error for a driver error, chosen by its codes (see the module doc)."""
-    code = driver_code(exc)
+    backend, code = driver_code(exc)
     message = _first_line(exc)
-    if _is_race(code):
+    if backend.is_race(code):
         return ConcurrencyConflictError(
             f"a concurrent writer changed the same thread first ({message}); "
             "retry the operation"
         )
-    if _is_integrity(exc, code):
-        return _refusal(exc, code)
-    if code.sqlstate == PG_UNDEFINED_TABLE:
+    if backend.is_integrity(exc, code):
+        return _refusal(exc, backend, code)
+    if backend.is_missing_schema(code):
         return SchemaNotMigratedError(
             f"the database has no symfonic-store schema ({message}): {UPGRADE_HINT}"
         )
-    if code.sqlite_primary in (SQLITE_BUSY, SQLITE_LOCKED):
+    if backend.is_busy(code):
         return DatabaseError(
             "the SQLite database stayed locked by another writer past the busy timeout; "
             + outcome_note(may_have_committed=may_have_committed)
@@ -341,14 +171,10 @@ def classify(exc: sa.exc.DBAPIError, *, may_have_committed: bool = False) -> Sym
             outcome_unknown=may_have_committed,
         )
     label = f" [{code.code}]" if code.code else ""
-    if code.sqlstate in PG_SCHEMA_SUSPECT or code.sqlite_primary == SQLITE_ERROR:
+    if backend.is_schema_suspect(code):
         return SchemaSuspectError(f"the database refused the operation{label}: {message}")
-    if getattr(exc, "connection_invalidated", False) or (
-        code.sqlstate.startswith(PG_CONNECTION_CLASSES)
-        if code.sqlstate is not None
-        # No SQLSTATE: psycopg's own (client-side) failures; SQLite's I/O, open, full.
-        else isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError)
-    ):
+    # No code: psycopg's own (client-side) failures; SQLite's I/O, open, full.
+    if getattr(exc, "connection_invalidated", False) or backend.is_connection_lost(exc, code):
         return DatabaseError(
             connection_lost_message(message, may_have_committed=may_have_committed),
             outcome_unknown=may_have_committed,
@@ -356,18 +182,14 @@ def classify(exc: sa.exc.DBAPIError, *, may_have_committed: bool = False) -> Sym
     return DatabaseError(f"the database refused the operation{label}: {message}")
 
 
-DRIVER_MODULES = ("psycopg", "pg8000")
-"""PostgreSQL drivers whose DB-API errors may reach the store unwrapped (only one already
-imported can have raised; SQLite's ``sqlite3``, aiosqlite's too, is always there)."""
-
-
 def as_dbapi_error(exc: BaseException) -> sa.exc.DBAPIError | None:
     """A driver's own DB-API error wrapped as SQLAlchemy would (its PEP 249 class kept,
     e.g. ``OperationalError``); None when ``exc`` is not a driver's error."""
     if isinstance(exc, sa.exc.DBAPIError):
         return exc
-    bases: list[type[Exception]] = [sqlite3.Error]
-    for name in DRIVER_MODULES:
+    # Only a driver already imported can have raised.
+    bases: list[type[Exception]] = []
+    for name in (m for backend in BACKENDS.values() for m in backend.driver_modules):
         base = getattr(sys.modules.get(name), "Error", None)
         if isinstance(base, type) and issubclass(base, Exception):
             bases.append(base)

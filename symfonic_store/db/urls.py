@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
+
+    from .backends.base import Backend
 
 from ..errors import InvalidInputError
 
@@ -66,12 +67,15 @@ def safe_url(url: str | URL) -> str:
         return "<unparseable URL>"
 
 
-def _backend(url: URL) -> str:
-    backend = url.get_backend_name()
-    if backend not in ("sqlite", "postgresql"):
+def _backend(url: URL) -> type[Backend]:
+    # Imported here: the command line parses URLs without loading the backends.
+    from .backends import BACKENDS
+
+    backend = BACKENDS.get(url.get_backend_name())
+    if backend is None:
         raise InvalidInputError(
             "database URL",
-            f"unsupported database {backend!r}: symfonic-store runs on SQLite "
+            f"unsupported database {url.get_backend_name()!r}: symfonic-store runs on SQLite "
             "(sqlite:///file.db) and PostgreSQL (postgresql+psycopg://...)",
         )
     return backend
@@ -80,32 +84,19 @@ def _backend(url: URL) -> str:
 def sync_url(url: str | URL) -> URL:
     """The URL with the synchronous driver the store uses (pysqlite, psycopg 3)."""
     parsed = parse_url(url)
-    if _backend(parsed) == "sqlite":
-        return parsed.set(drivername="sqlite+pysqlite")
-    return parsed.set(drivername="postgresql+psycopg")
+    return parsed.set(drivername=_backend(parsed).sync_driver)
 
 
 def async_url(url: str | URL) -> URL:
     """The URL with the asyncio driver the store uses (aiosqlite, psycopg 3 async)."""
     parsed = parse_url(url)
-    if _backend(parsed) == "sqlite":
-        return parsed.set(drivername="sqlite+aiosqlite")
-    return parsed.set(drivername="postgresql+psycopg")
+    return parsed.set(drivername=_backend(parsed).async_driver)
 
 
-def _prepare_sqlite_path(url: URL) -> None:
-    # A newcomer's `sqlite:///data/store.db` should just work: create the folder.
-    database = url.database
-    if database and database != ":memory:" and not database.startswith("file:"):
-        folder = Path(database).expanduser().parent
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except (OSError, ValueError) as exc:
-            raise InvalidInputError(
-                "database URL",
-                f"cannot create the folder {str(folder)!r} for the SQLite file "
-                f"({getattr(exc, 'strerror', None) or exc}); choose a writable path",
-            ) from None
+def prepare_for(url: URL) -> None:
+    """What the URL's backend does before its first engine is made (SQLite: create the
+    file's folder)."""
+    _backend(url).prepare_url(url)
 
 
 _PASSWORD_IN_TEXT = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")

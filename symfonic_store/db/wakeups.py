@@ -1,6 +1,6 @@
 """The operator's view of owed wake-ups: what is owed, to which graph, and dropping them.
 
-The sweep's own delivery statements (insert, claim, settle) are in ``statements.py``;
+The sweep's own delivery statements (insert, claim, settle) are in ``statements/wakeups.py``;
 these are the reads and the one write an operator asks for (``symfonic-store wakeups``).
 A row whose ``dropped_at`` is set is no longer owed: every read here leaves it out.
 """

@@ -1,0 +1,52 @@
+"""The backends: one object per engine that knows everything the store does differently
+per database (:class:`~.base.Backend`), chosen once, by the engine's dialect.
+
+Adding a backend: a module here with a :class:`~.base.Backend` subclass (its engine hooks,
+BEGIN statements and locks, executor, gap-safe reads, guards, error codes and checkpoint
+layout), its entry in :data:`BACKENDS`, and a subclass of the contract tests in
+``tests/core/test_backends.py``.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from sqlalchemy.engine import Connection, Dialect, Engine
+
+from .base import Backend, EngineOptions
+from .postgres import PostgresBackend
+from .sqlite import SQLiteBackend
+
+BACKENDS: dict[str, type[Backend]] = {
+    SQLiteBackend.name: SQLiteBackend,
+    PostgresBackend.name: PostgresBackend,
+}
+"""The backends by SQLAlchemy dialect name. A dialect without one gets the base
+:class:`~.base.Backend`: SQLAlchemy Core, no hooks (it cannot hold a store's schema)."""
+
+_CHOSEN: weakref.WeakKeyDictionary[Dialect, Backend] = weakref.WeakKeyDictionary()
+
+
+def backend_of(bind: Connection | Engine | Dialect | Any) -> Backend:
+    """The backend of an engine (or of a connection's engine, or of a dialect), made the
+    first time it is asked for and kept for the engine's lifetime (keyed by its dialect,
+    which the engine's option copies and asyncio wrapper share)."""
+    dialect: Dialect = bind if isinstance(bind, Dialect) else bind.dialect
+    backend = _CHOSEN.get(dialect)
+    if backend is None:
+        backend = _CHOSEN[dialect] = BACKENDS.get(dialect.name, Backend)(dialect)
+    return backend
+
+
+def prepare_engine(engine: Engine, options: EngineOptions) -> Backend:
+    """Install the engine's backend hooks, once per engine (a second call, say with an
+    engine the caller made and passed again, changes nothing)."""
+    backend = backend_of(engine)
+    if not backend.prepared:
+        backend.prepare(engine, options)
+        backend.prepared = True
+    return backend
+
+
+__all__ = ["BACKENDS", "Backend", "EngineOptions", "backend_of", "prepare_engine"]

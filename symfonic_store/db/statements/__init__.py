@@ -1,0 +1,226 @@
+"""Every SQL statement the store runs, as SQLAlchemy Core, one module per concept.
+
+Both stores execute these through a synchronous ``Connection`` (the asyncio store via
+``AsyncConnection.run_sync``), so there is one copy of each statement and of the logic
+around it. All values are bound parameters. The statements are backend-blind: the hot
+ones run through the connection's executor (:mod:`symfonic_store.db.executor`), and
+where the backends differ (locks, gap-safe reads of the whole log) a statement asks the
+connection's backend (:mod:`symfonic_store.db.backends`).
+
+- :mod:`.threads`: the thread projection; :mod:`.log`: the event log and its readers;
+- :mod:`.wakeups`: owed wake-ups as the sweep delivers them;
+- :mod:`.native`: LangGraph's own interrupts and their claims;
+- :mod:`.audit`: the audit queries; :mod:`.projection`: the projection checked and
+  rebuilt from the log;
+- :mod:`.evidence`: checkpoints and archives;
+- the rows they select and bind: :mod:`symfonic_store.db.rows`.
+
+This package re-exports every name for the modules that import ``db.statements``; new
+code imports from the module of the concept.
+"""
+
+from __future__ import annotations
+
+from ..backends.base import Horizon
+from ..backends.postgres import STEPS_LOCK_KEY
+from ..rows import (
+    EVENT_COLUMNS,
+    EVENT_ROW_KEYS,
+    THREAD_COLUMNS,
+    THREAD_ROW_KEYS,
+    thread_row,
+    to_event,
+    to_thread,
+)
+from .audit import (
+    AUDIT_COLUMN_ELEMENTS,
+    audit_columns_query,
+    audit_rows,
+)
+from .evidence import (
+    ID_CHUNK,
+    ROW_CHUNK,
+    ArchivedBase,
+    HeadRow,
+    archivable_threads,
+    archived_bases_as_of,
+    archived_bases_for_live_events,
+    archived_head_records,
+    archived_heads_since,
+    archived_versions,
+    checkpoint_buckets_all,
+    checkpoint_heads_of,
+    checkpoint_leaf_hashes_in,
+    events_between_query,
+    events_of_threads_query,
+    events_upto_query,
+    final_max_position,
+    insert_archive,
+    insert_archived_threads,
+    insert_checkpoint,
+    keep_read_keys,
+    latest_archived_heads,
+    latest_checkpoint,
+    lock_evidence,
+    lock_thread_steps,
+    mark_archived,
+    max_archive_id,
+    max_position,
+    replace_checkpoint_state,
+    restore_archived_rows,
+    stored_checkpoints_newest_first,
+    thread_run_ids,
+    threads_with_events_between,
+    unmarked_archive_records,
+    update_checkpoint_state,
+)
+from .log import (
+    all_events_by_thread_query,
+    count_events,
+    events_after,
+    events_after_query,
+    events_behind_horizon,
+    insert_events,
+    interrupt_events,
+    read_horizon,
+    read_page,
+    stream_events,
+    stream_rows,
+    thread_events_query,
+    was_minted,
+)
+from .native import (
+    OPEN_COLUMNS,
+    claim_rows,
+    delete_all_open_interrupts,
+    delete_claim,
+    delete_open_interrupts,
+    insert_claim,
+    insert_open_interrupts,
+    open_interrupts_query,
+    open_rows,
+    read_open_interrupts,
+    stale_claims,
+    stale_open_interrupts,
+    waits_at,
+)
+from .projection import (
+    open_native_mints_query,
+    projection_heads_query,
+    projection_rows_query,
+    unreachable_heads,
+)
+from .threads import (
+    delete_all_threads,
+    insert_threads,
+    load_thread,
+    load_thread_probing_mint,
+    pending_threads,
+    stale_candidates,
+    update_threads,
+)
+from .wakeups import (
+    WAKEUP_ROW_KEYS,
+    claim_wakeups,
+    claimable_wakeups,
+    delete_wakeup,
+    insert_wakeups,
+    record_failed_wakeup,
+    release_claims,
+    renew_claims,
+)
+
+__all__ = [
+    "AUDIT_COLUMN_ELEMENTS",
+    "ArchivedBase",
+    "EVENT_COLUMNS",
+    "EVENT_ROW_KEYS",
+    "HeadRow",
+    "Horizon",
+    "ID_CHUNK",
+    "OPEN_COLUMNS",
+    "ROW_CHUNK",
+    "STEPS_LOCK_KEY",
+    "THREAD_COLUMNS",
+    "THREAD_ROW_KEYS",
+    "WAKEUP_ROW_KEYS",
+    "all_events_by_thread_query",
+    "archivable_threads",
+    "archived_bases_as_of",
+    "archived_bases_for_live_events",
+    "archived_head_records",
+    "archived_heads_since",
+    "archived_versions",
+    "audit_columns_query",
+    "audit_rows",
+    "checkpoint_buckets_all",
+    "checkpoint_heads_of",
+    "checkpoint_leaf_hashes_in",
+    "claim_rows",
+    "claim_wakeups",
+    "claimable_wakeups",
+    "count_events",
+    "delete_all_open_interrupts",
+    "delete_all_threads",
+    "delete_claim",
+    "delete_open_interrupts",
+    "delete_wakeup",
+    "events_after",
+    "events_after_query",
+    "events_behind_horizon",
+    "events_between_query",
+    "events_of_threads_query",
+    "events_upto_query",
+    "final_max_position",
+    "insert_archive",
+    "insert_archived_threads",
+    "insert_checkpoint",
+    "insert_claim",
+    "insert_events",
+    "insert_open_interrupts",
+    "insert_threads",
+    "insert_wakeups",
+    "interrupt_events",
+    "keep_read_keys",
+    "latest_archived_heads",
+    "latest_checkpoint",
+    "load_thread",
+    "load_thread_probing_mint",
+    "lock_evidence",
+    "lock_thread_steps",
+    "mark_archived",
+    "max_archive_id",
+    "max_position",
+    "open_interrupts_query",
+    "open_native_mints_query",
+    "open_rows",
+    "pending_threads",
+    "projection_heads_query",
+    "projection_rows_query",
+    "read_horizon",
+    "read_open_interrupts",
+    "read_page",
+    "record_failed_wakeup",
+    "release_claims",
+    "renew_claims",
+    "replace_checkpoint_state",
+    "restore_archived_rows",
+    "stale_candidates",
+    "stale_claims",
+    "stale_open_interrupts",
+    "stored_checkpoints_newest_first",
+    "stream_events",
+    "stream_rows",
+    "thread_events_query",
+    "thread_row",
+    "thread_run_ids",
+    "threads_with_events_between",
+    "to_event",
+    "to_thread",
+    "unmarked_archive_records",
+    "unreachable_heads",
+    "update_checkpoint_state",
+    "update_threads",
+    "waits_at",
+    "was_minted",
+]

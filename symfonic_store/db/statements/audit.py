@@ -1,0 +1,154 @@
+"""Audit queries: each mint beside its ending, by their audit columns (never their
+data), and the events whose audit columns hold (or should hold) a value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ...audit_columns import AUDIT_COLUMNS
+from ...event_types import audited_types
+from ...events import ENDINGS, MINTED, RESUME_REJECTED
+from ..executor import executor_for
+from ..schema import (
+    events,
+)
+
+AUDIT_COLUMN_ELEMENTS = tuple(events.c[name] for name in AUDIT_COLUMNS)
+
+
+def audit_columns_query(thread_id: str | None = None) -> sa.Select[Any]:
+    """Every event whose audit columns hold (or should hold) a value, with its data:
+    ``thread_id``, ``version``, ``position``, ``type``, ``data``, ``occurred_at``, then
+    the columns of ``AUDIT_COLUMNS``, in (thread_id, version) order."""
+    query = sa.select(
+        events.c.thread_id,
+        events.c.version,
+        events.c.position,
+        events.c.type,
+        events.c.data,
+        events.c.occurred_at,
+        *AUDIT_COLUMN_ELEMENTS,
+    ).where(
+        sa.or_(
+            events.c.type.in_(audited_types()),
+            *(c.is_not(None) for c in AUDIT_COLUMN_ELEMENTS),
+        )
+    )
+    if thread_id is not None:
+        query = query.where(events.c.thread_id == thread_id)
+    return query.order_by(events.c.thread_id, events.c.version)
+
+
+def _audit_query(*, by_thread: bool, by_actor: bool) -> sa.Select[Any]:
+    """Each mint joined to its ending (if any), in mint order: their audit columns, not
+    their data (symfonic_store/audit_columns.py). Binds ``t`` / ``a`` when filtered."""
+    mint = events.alias("mint")
+    ending = events.alias("ending")
+    query = (
+        sa.select(
+            mint.c.position,
+            mint.c.thread_id,
+            mint.c.interrupt_id,
+            mint.c.audit_name,
+            mint.c.audit_payload,
+            mint.c.audit_minted_at,
+            mint.c.audit_native,
+            ending.c.type,
+            ending.c.actor,
+            ending.c.audit_reason,
+            ending.c.audit_response,
+            ending.c.audit_decisions,
+            ending.c.occurred_at,
+            mint.c.actor,
+            ending.c.audit_authenticated_by,
+        )
+        .select_from(
+            mint.outerjoin(
+                ending,
+                sa.and_(
+                    ending.c.thread_id == mint.c.thread_id,
+                    ending.c.interrupt_id == mint.c.interrupt_id,
+                    # ORs of plain binds (not IN): the statement compiles to fixed SQL.
+                    sa.or_(*(ending.c.type == t for t in ENDINGS)),
+                ),
+            )
+        )
+        .where(mint.c.type == MINTED)
+        .order_by(mint.c.position)
+    )
+    if by_thread:
+        query = query.where(mint.c.thread_id == sa.bindparam("t"))
+    if by_actor:
+        query = query.where(ending.c.actor == sa.bindparam("a"))
+    return query
+
+
+def _audit_attempts_query(*, by_thread: bool, by_actor: bool) -> sa.Select[Any]:
+    """The refused answers (``interrupt.resume_rejected``) to the interrupts that
+    :func:`_audit_query` lists, in one statement: per thread, in version order.
+
+    Columns: ``thread_id``, ``interrupt_id``, ``actor``, ``audit_reason`` (the ``why``),
+    ``audit_error``, ``occurred_at``.
+    Refusals of an id never minted on the thread belong to no record and are left out.
+    """
+    rejected = events.alias("rejected")
+    mint = events.alias("mint")
+    query = (
+        sa.select(
+            rejected.c.thread_id,
+            rejected.c.interrupt_id,
+            rejected.c.actor,
+            rejected.c.audit_reason,
+            rejected.c.audit_error,
+            rejected.c.occurred_at,
+        )
+        .select_from(
+            rejected.join(
+                mint,
+                sa.and_(
+                    mint.c.thread_id == rejected.c.thread_id,
+                    mint.c.interrupt_id == rejected.c.interrupt_id,
+                    mint.c.type == MINTED,
+                ),
+            )
+        )
+        .where(rejected.c.type == RESUME_REJECTED)
+        .order_by(rejected.c.thread_id, rejected.c.version)
+    )
+    if by_thread:
+        query = query.where(rejected.c.thread_id == sa.bindparam("t"))
+    if by_actor:  # the records _audit_query keeps: answered or ended by ``actor``
+        ending = events.alias("ending")
+        query = query.where(
+            sa.exists().where(
+                ending.c.thread_id == rejected.c.thread_id,
+                ending.c.interrupt_id == rejected.c.interrupt_id,
+                sa.or_(*(ending.c.type == t for t in ENDINGS)),
+                ending.c.actor == sa.bindparam("a"),
+            )
+        )
+    return query
+
+
+# Module constants, one per filter, so the fast paths compile each once.
+_AUDIT = {
+    (t, a): (_audit_query(by_thread=t, by_actor=a), _audit_attempts_query(by_thread=t, by_actor=a))
+    for t in (False, True)
+    for a in (False, True)
+}
+
+
+def audit_rows(
+    conn: Connection, *, thread_id: str | None, actor: str | None
+) -> tuple[Sequence[Sequence[Any]], Sequence[Sequence[Any]]]:
+    """The rows of the audit: the mints with their endings, then the refused answers
+    (columns as :func:`_audit_query` and :func:`_audit_attempts_query` list them)."""
+    records, attempts = _AUDIT[(thread_id is not None, actor is not None)]
+    params = {"t": thread_id, "a": actor}
+    executor = executor_for(conn)
+    return executor.fetch(conn, records, params), executor.fetch(conn, attempts, params)

@@ -1,0 +1,183 @@
+"""LangGraph's own interrupts and their claims (SPEC §8): the open-interrupts rows, the
+claims on them, and the sweep's stale ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ...events import MINTED
+from ..executor import executor_for
+from ..schema import (
+    claims,
+    events,
+    open_interrupts,
+)
+
+OPEN_COLUMNS = tuple(open_interrupts.c)
+_INSERT_OPEN = open_interrupts.insert()
+_DELETE_OPEN = open_interrupts.delete().where(
+    open_interrupts.c.thread_id == sa.bindparam("b_thread_id"),
+    open_interrupts.c.interrupt_id == sa.bindparam("b_interrupt_id"),
+)
+_LOAD_OPEN = (
+    sa.select(*OPEN_COLUMNS)
+    .where(open_interrupts.c.thread_id == sa.bindparam("t"))
+    .order_by(open_interrupts.c.minted_at, open_interrupts.c.interrupt_id)
+)
+_WAITS_AT = sa.select(
+    sa.or_(
+        sa.exists().where(
+            open_interrupts.c.thread_id == sa.bindparam("t"),
+            open_interrupts.c.checkpoint_id == sa.bindparam("c"),
+        ),
+        sa.exists().where(
+            events.c.thread_id == sa.bindparam("t"),
+            events.c.interrupt_id == sa.bindparam("i"),
+            events.c.type == MINTED,
+        ),
+    )
+)
+_LOAD_CLAIMS = sa.select(
+    claims.c.interrupt_id,
+    claims.c.actor,
+    claims.c.response,
+    claims.c.claimed_at,
+    claims.c.authenticated_by,
+    claims.c.decided,
+).where(claims.c.thread_id == sa.bindparam("t"))
+_INSERT_CLAIM = claims.insert()
+_DELETE_CLAIM = claims.delete().where(
+    claims.c.thread_id == sa.bindparam("b_thread_id"),
+    claims.c.interrupt_id == sa.bindparam("b_interrupt_id"),
+)
+
+
+def waits_at(conn: Connection, thread_id: str, checkpoint_id: str, breakpoint_id: str) -> bool:
+    """Is an open LangGraph interrupt of the thread from that checkpoint, or was its
+    breakpoint (``breakpoint_id``) minted? One round trip: asked on every checkpoint."""
+    params = {"t": thread_id, "c": checkpoint_id, "i": breakpoint_id}
+    return bool(executor_for(conn).fetch(conn, _WAITS_AT, params)[0][0])
+
+
+def insert_open_interrupts(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
+    executor_for(conn).write(conn, _INSERT_OPEN, rows, [c.key for c in OPEN_COLUMNS])
+
+
+def delete_open_interrupts(conn: Connection, keys: Sequence[tuple[str, str]]) -> None:
+    rows = [{"b_thread_id": t, "b_interrupt_id": i} for t, i in keys]
+    executor_for(conn).write(conn, _DELETE_OPEN, rows)
+
+
+def open_rows(conn: Connection, thread_id: str) -> list[dict[str, Any]]:
+    """The thread's open LangGraph interrupts, oldest first, as dicts of their columns."""
+    names = [c.key for c in OPEN_COLUMNS]
+    return [dict(zip(names, r, strict=True)) for r in executor_for(conn).fetch(conn, _LOAD_OPEN, {"t": thread_id})]
+
+
+def claim_rows(conn: Connection, thread_id: str) -> dict[str, dict[str, Any]]:
+    """The thread's claims in flight, by interrupt id."""
+    rows = executor_for(conn).fetch(conn, _LOAD_CLAIMS, {"t": thread_id})
+    return {
+        r[0]: {
+            "actor": r[1],
+            "response": r[2],
+            "claimed_at": r[3],
+            "authenticated_by": r[4],
+            "decided": r[5],
+        }
+        for r in rows
+    }
+
+
+def insert_claim(conn: Connection, row: dict[str, Any]) -> None:
+    executor_for(conn).write(
+        conn,
+        _INSERT_CLAIM,
+        [row],
+        [
+            "thread_id", "interrupt_id", "actor", "response", "claimed_at",
+            "authenticated_by", "decided",
+        ],
+    )
+
+
+def delete_claim(conn: Connection, thread_id: str, interrupt_id: str) -> None:
+    executor_for(conn).write(conn, _DELETE_CLAIM, [{"b_thread_id": thread_id, "b_interrupt_id": interrupt_id}])
+
+
+def open_interrupts_query(*, since_before: float | None = None, limit: int | None = None) -> sa.Select[Any]:
+    """Open LangGraph interrupts across all threads, oldest first."""
+    query = sa.select(*OPEN_COLUMNS).order_by(
+        open_interrupts.c.minted_at, open_interrupts.c.thread_id, open_interrupts.c.interrupt_id
+    )
+    if since_before is not None:
+        query = query.where(open_interrupts.c.minted_at < since_before)
+    if limit is not None:
+        query = query.limit(limit)
+    return query
+
+
+def delete_all_open_interrupts(conn: Connection) -> None:
+    conn.execute(open_interrupts.delete())
+
+
+def read_open_interrupts(
+    conn: Connection, *, since_before: float | None = None, limit: int | None = None
+) -> list[dict[str, Any]]:
+    names = [c.key for c in OPEN_COLUMNS]
+    query = open_interrupts_query(since_before=since_before, limit=limit)
+    return [dict(zip(names, r, strict=True)) for r in conn.execute(query)]
+
+
+def stale_open_interrupts(
+    conn: Connection,
+    *,
+    cutoff: float,
+    after: tuple[str, str],
+    limit: int,
+    thread_ids: Sequence[str] | None = None,
+) -> list[dict[str, Any]]:
+    """Open LangGraph interrupts minted before ``cutoff`` with no answer in flight.
+
+    Keyset-paged on ``(thread_id, interrupt_id)``. Not locked: the sweep takes each
+    thread's lock and reads what is still open under it.
+    """
+    names = [c.key for c in OPEN_COLUMNS]
+    query = (
+        sa.select(*OPEN_COLUMNS)
+        .where(open_interrupts.c.minted_at < cutoff)
+        .where(
+            sa.tuple_(open_interrupts.c.thread_id, open_interrupts.c.interrupt_id)
+            > sa.tuple_(sa.literal(after[0]), sa.literal(after[1]))
+        )
+        .where(
+            ~sa.exists().where(
+                claims.c.thread_id == open_interrupts.c.thread_id,
+                claims.c.interrupt_id == open_interrupts.c.interrupt_id,
+            )
+        )
+        .order_by(open_interrupts.c.thread_id, open_interrupts.c.interrupt_id)
+        .limit(limit)
+    )
+    if thread_ids is not None:
+        query = query.where(open_interrupts.c.thread_id.in_(thread_ids))
+    return [dict(zip(names, r, strict=True)) for r in conn.execute(query)]
+
+
+def stale_claims(
+    conn: Connection, *, claimed_before: float, thread_ids: Sequence[str] | None = None
+) -> list[tuple[str, str]]:
+    """Claims older than ``claimed_before``: answers whose process may be gone."""
+    query = (
+        sa.select(claims.c.thread_id, claims.c.interrupt_id)
+        .where(claims.c.claimed_at < claimed_before)
+        .order_by(claims.c.claimed_at)
+    )
+    if thread_ids is not None:
+        query = query.where(claims.c.thread_id.in_(thread_ids))
+    return [(r[0], r[1]) for r in conn.execute(query)]

@@ -1,0 +1,176 @@
+"""The thread projection: one row per thread (its head, its pending marker), read and
+written by the append path, and the sweep's candidates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ...events import MINTED
+from ...projection import ThreadState
+from ..executor import executor_for
+from ..executors.base import Executor
+from ..rows import (
+    THREAD_COLUMNS,
+    THREAD_ROW_KEYS,
+    thread_row,
+    to_thread,
+)
+from ..schema import (
+    events,
+    threads,
+)
+
+# The statements of the append path are built once, with bound parameters, so each
+# call reuses SQLAlchemy's compiled form instead of building and hashing a new query.
+_LOAD_THREAD = sa.select(*THREAD_COLUMNS).where(threads.c.thread_id == sa.bindparam("t"))
+# FOR UPDATE compiles to nothing on SQLite, whose writers hold the database lock.
+_LOAD_THREAD_FOR_UPDATE = _LOAD_THREAD.with_for_update()
+
+
+def load_thread(conn: Connection, thread_id: str, *, for_update: bool) -> ThreadState | None:
+    query = _LOAD_THREAD_FOR_UPDATE if for_update else _LOAD_THREAD
+    rows = executor_for(conn).fetch(conn, query, {"t": thread_id})
+    return to_thread(rows[0]) if rows else None
+
+
+_MINTED_ON_THREAD = (
+    sa.select(events.c.position)
+    .where(events.c.thread_id == sa.bindparam("t"))
+    .where(events.c.interrupt_id == sa.bindparam("i"))
+    .where(events.c.type == MINTED)
+    .exists()
+)
+_LOAD_THREAD_PROBING_MINT = (
+    sa.select(*THREAD_COLUMNS, _MINTED_ON_THREAD)
+    .where(threads.c.thread_id == sa.bindparam("t"))
+    .with_for_update(of=threads)
+)
+
+
+def load_thread_probing_mint(
+    conn: Connection, thread_id: str, interrupt_id: str
+) -> tuple[ThreadState | None, bool]:
+    """The thread's row locked for update, and whether ``interrupt_id`` was minted on it.
+
+    One statement. On PostgreSQL the probe reads the statement's snapshot, which may be
+    older than the row lock it waited for: a mint committed meanwhile is then missed,
+    and the mint appended again loses on ``uq_symfonic_events_one_mint`` and is retried,
+    so the answer the caller acts on is always right.
+    """
+    rows = executor_for(conn).fetch(
+        conn, _LOAD_THREAD_PROBING_MINT, {"t": thread_id, "i": interrupt_id}
+    )
+    if not rows:
+        return None, False
+    return to_thread(rows[0][:-1]), bool(rows[0][-1])
+
+
+_INSERT_THREAD = threads.insert()
+_UPDATE_THREAD = (
+    threads.update()
+    .where(threads.c.thread_id == sa.bindparam("b_thread_id"))
+    .values(
+        version=sa.bindparam("version"),
+        last_hash=sa.bindparam("last_hash"),
+        run_id=sa.bindparam("run_id"),
+        pending=sa.bindparam("pending"),
+        pending_interrupt_id=sa.bindparam("pending_interrupt_id"),
+        pending_run_id=sa.bindparam("pending_run_id"),
+        pending_minted_at=sa.bindparam("pending_minted_at"),
+        pending_since=sa.bindparam("pending_since"),
+    )
+)
+
+
+def _thread_rows(
+    executor: Executor, states: Sequence[ThreadState], pending_json: Sequence[str | None] | None
+) -> list[dict[str, Any]]:
+    if pending_json is None or not executor.takes_json_text:
+        return [thread_row(s) for s in states]
+    return [thread_row(s, j) for s, j in zip(states, pending_json, strict=True)]
+
+
+def insert_threads(
+    conn: Connection,
+    states: Sequence[ThreadState],
+    pending_json: Sequence[str | None] | None = None,
+) -> None:
+    """Insert projection rows (``pending_json``: each pending marker's JSON, when known)."""
+    executor = executor_for(conn)
+    executor.write(conn, _INSERT_THREAD, _thread_rows(executor, states, pending_json), THREAD_ROW_KEYS)
+
+
+def update_threads(
+    conn: Connection,
+    states: Sequence[ThreadState],
+    pending_json: Sequence[str | None] | None = None,
+) -> None:
+    """Update projection rows (``pending_json`` as for :func:`insert_threads`)."""
+    executor = executor_for(conn)
+    rows = _thread_rows(executor, states, pending_json)
+    for row in rows:
+        row["b_thread_id"] = row.pop("thread_id")
+    executor.write(conn, _UPDATE_THREAD, rows)
+
+
+def delete_all_threads(conn: Connection) -> None:
+    conn.execute(threads.delete())
+
+
+def pending_threads(
+    conn: Connection, *, since_before: float | None, limit: int | None
+) -> list[ThreadState]:
+    query = (
+        sa.select(*THREAD_COLUMNS)
+        .where(threads.c.pending_interrupt_id.is_not(None))
+        .order_by(threads.c.pending_since, threads.c.thread_id)
+    )
+    if since_before is not None:
+        query = query.where(threads.c.pending_since < since_before)
+    if limit is not None:
+        query = query.limit(limit)
+    return [to_thread(r) for r in conn.execute(query)]
+
+
+def stale_candidates(
+    conn: Connection,
+    *,
+    ttl_cutoff: float | None,
+    after_thread: str,
+    limit: int,
+    lock: bool,
+    thread_ids: Sequence[str] | None = None,
+) -> list[ThreadState]:
+    """Pending threads that may be stale: a superset the Python predicate then decides.
+
+    ``ttl_cutoff`` is a little later than ``now - ttl`` so that floating-point rounding
+    can only add candidates, never lose one. Keyset-paged on ``thread_id``. With
+    ``lock`` on PostgreSQL the rows are locked ``FOR UPDATE SKIP LOCKED``, so concurrent
+    sweeps split the work instead of waiting on each other. ``thread_ids`` limits the
+    candidates to those threads (an expanding bound parameter: one bind per id).
+    """
+    run_moved_on = sa.and_(
+        threads.c.pending_run_id.is_not(None),
+        sa.or_(threads.c.run_id.is_(None), threads.c.run_id != threads.c.pending_run_id),
+    )
+    stale = run_moved_on
+    if ttl_cutoff is not None:
+        stale = sa.or_(run_moved_on, threads.c.pending_minted_at < ttl_cutoff)
+    query = (
+        sa.select(*THREAD_COLUMNS)
+        .where(threads.c.pending_interrupt_id.is_not(None))
+        .where(threads.c.thread_id > after_thread)
+        .where(stale)
+        .order_by(threads.c.thread_id)
+        .limit(limit)
+    )
+    if thread_ids is not None:
+        query = query.where(threads.c.thread_id.in_(thread_ids))
+    if lock:  # compiles to nothing on SQLite, whose writers hold the database lock
+        query = query.with_for_update(skip_locked=True)
+    return [to_thread(r) for r in conn.execute(query)]
