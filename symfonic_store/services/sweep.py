@@ -40,7 +40,7 @@ from typing import Any, Final
 
 from sqlalchemy.engine import Connection
 
-from ..append import ThreadWriter, flush
+from ..store.append import ThreadWriter, flush
 from ..db.statements import (
     claim_rows,
     claim_wakeups,

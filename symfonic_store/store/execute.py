@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from sqlalchemy.engine import Connection
 
-from ..append import run_write
+from .append import run_write
 from ..db.executor import choose_executor_again, executor_for
 from ..db.migrate import require_current_schema, upgrade
 from ..db.translate import SchemaSuspectError, translate_errors

@@ -2,7 +2,7 @@
 
 Each function runs inside a write transaction on a synchronous ``Connection`` (both
 stores call them; the asyncio store through ``run_sync``) and appends through a
-:class:`~symfonic_store.append.ThreadWriter`. Inputs are already validated.
+:class:`~symfonic_store.store.append.ThreadWriter`. Inputs are already validated.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from ..append import Refusal, ThreadWriter, flush
+from .append import Refusal, ThreadWriter, flush
 from ..db.statements import interrupt_events, was_minted
 from ..decisions import DecisionRule, decide
 from ..errors import (

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
 from sqlalchemy.engine import Connection
 
 from .. import validation
-from ..append import Refusal, utc_now
+from .append import Refusal, utc_now
 from ..db.executor import executor_for
 from ..db.statements import (
     claim_rows,

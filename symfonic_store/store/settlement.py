@@ -30,7 +30,7 @@ from typing import Any, Final, Literal
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..append import ThreadWriter, flush
+from .append import ThreadWriter, flush
 from ..db.schema import events as events_table
 from ..db.statements import (
     EVENT_COLUMNS,
