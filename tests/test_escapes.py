@@ -38,7 +38,7 @@ from symfonic_store import (
 from symfonic_store.db.executor import in_driver_transaction
 from symfonic_store.langgraph import checkpointer as checkpointer_module
 from symfonic_store.store import execute as execute_module
-from symfonic_store.store.ops import Op
+from symfonic_store.store.plan import Op
 
 NOTHING_WRITTEN = "nothing of it was written"
 
@@ -680,7 +680,7 @@ def test_a_sweep_that_fails_after_recording_an_unknown_outcome_keeps_its_report(
     from langgraph.graph import END, START, StateGraph
     from langgraph.types import interrupt
 
-    from symfonic_store.store import ops
+    from symfonic_store.store import sweep_ops as ops
 
     def node(state: dict[str, Any]) -> dict[str, Any]:
         interrupt({"name": "approve"})

@@ -32,11 +32,11 @@ from conftest import postgres_base_url, with_search_path
 from log_writers import append_round, append_rounds, marker, write_in_process
 
 from symfonic_store import InterruptStore, StoredEvent
-from symfonic_store.store.append import ThreadWriter, flush
 from symfonic_store.db import statements
 from symfonic_store.db.engines import create_sync_engine
 from symfonic_store.db.schema import events as events_table
 from symfonic_store.store import lifecycle
+from symfonic_store.store.append import ThreadWriter, flush
 
 WAIT = 30.0
 """Upper bound for a join or a wait on a real event; never a delay."""

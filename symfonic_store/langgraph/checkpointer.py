@@ -56,7 +56,8 @@ from ..db.statements import lock_thread_steps
 from ..db.translate import translate_errors
 from ..errors import InvalidInputError
 from ..store import admission, execute
-from ..store.ops import Op, Operations
+from ..store.ops import Operations
+from ..store.plan import Op
 from ..store.steps import Step, StepWrites, deferring
 from .loopcall import LoopCall
 from .recording import moved, needs_saved, observed, saved_answers

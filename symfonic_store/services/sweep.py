@@ -40,7 +40,6 @@ from typing import Any, Final
 
 from sqlalchemy.engine import Connection
 
-from ..store.append import ThreadWriter, flush
 from ..db.statements import (
     claim_rows,
     claim_wakeups,
@@ -57,6 +56,7 @@ from ..db.statements import (
 from ..db.wakeups import owed_by_graph
 from ..events import EXPIRED
 from ..protocol import PENDING_KEY, stale_reason
+from ..store.append import ThreadWriter, flush
 
 Expiry = tuple[str, str, str]
 """``(thread_id, interrupt_id, reason)``"""

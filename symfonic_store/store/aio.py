@@ -19,20 +19,10 @@ from ..db.translate import translate_errors
 from ..db.urls import safe_url
 from ..decisions import DecisionRule
 from . import execute
+from .integrations import Integrations
 from .lifecycle import ApproverPolicy
-from .ops import (
-    Call,
-    Emit,
-    Integrations,
-    Op,
-    Operations,
-    Plan,
-    PlanFn,
-    Step,
-    advance,
-    copy_face,
-    start,
-)
+from .ops import Operations, PlanFn
+from .plan import Call, Emit, Op, Plan, Step, advance, copy_face, start
 from .steps import defer
 
 if TYPE_CHECKING:

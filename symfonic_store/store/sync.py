@@ -21,20 +21,10 @@ from ..db.urls import safe_url
 from ..decisions import DecisionRule
 from ..errors import DatabaseError, SymfonicStoreError
 from . import execute
+from .integrations import Integrations
 from .lifecycle import ApproverPolicy
-from .ops import (
-    Call,
-    Emit,
-    Integrations,
-    Op,
-    Operations,
-    Plan,
-    PlanFn,
-    Step,
-    advance,
-    copy_face,
-    start,
-)
+from .ops import Operations, PlanFn
+from .plan import Call, Emit, Op, Plan, Step, advance, copy_face, start
 from .steps import defer
 
 T = TypeVar("T")
