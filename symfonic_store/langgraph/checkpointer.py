@@ -56,7 +56,6 @@ from ..db.statements import lock_thread_steps
 from ..db.translate import translate_errors
 from ..errors import InvalidInputError
 from ..store import admission, execute
-from ..store.ops import Operations
 from ..store.plan import Op
 from ..store.steps import Step, StepWrites, deferring
 from .loopcall import LoopCall
@@ -389,9 +388,7 @@ class _SqliteWriter:
                 conn = self.conn = store.engine.connect()
         try:
             with translate_errors():
-                if not store._schema_ok:
-                    execute.check_schema(conn)
-                    store._schema_ok = True
+                store.runner.ensure_schema(conn)
                 return fn(conn)
         except BaseException:
             self.conn = None  # a fresh connection next time, whatever this one saw
@@ -466,16 +463,7 @@ class _Checkpointer(BaseCheckpointSaver[str]):
     def _collect(self, method: str, *args: Any, **kwargs: Any) -> list[Op[Any]]:
         """The write steps of the store's operation ``method``, for this checkpointer's
         transaction: the plan both stores run (its validation included), not run here."""
-        plan = getattr(Operations, method)(self.store._ops, *args, **kwargs)
-        ops: list[Op[Any]] = []
-        try:
-            step = plan.send(None)
-            while True:
-                assert isinstance(step, Op) and step.write, f"{method} is not a plan of writes"
-                ops.append(step)
-                step = plan.send(None)
-        except StopIteration:
-            return ops
+        return self.store.runner.writes(method, *args, **kwargs)  # type: ignore[no-any-return]
 
     # --- the operations, as steps for the store's runner ------------------------------
 
@@ -615,7 +603,7 @@ class StoreCheckpointer(_Checkpointer):
         if self._queue_writers:
             return _sqlite_writer(self.store.engine).run(self.store, op)
         if op.write:
-            return self.store._run(op)
+            return self.store.runner.run(op)
         # PostgreSQL reads of LangGraph's tables: one statement each, outside a
         # transaction, as PostgresSaver reads (no BEGIN and COMMIT round trips).
         with translate_errors(), self.store.engine.connect() as conn:
@@ -775,9 +763,9 @@ class AsyncStoreCheckpointer(_Checkpointer):
                         aconn = await aconn.execution_options(isolation_level="AUTOCOMMIT")
                     return await aconn.run_sync(_read, op)
         if not self._queue_writers:
-            return await self.store._run(op)
+            return await self.store.runner.run(op)
         async with _async_writer_queue(self.store.engine.sync_engine):
-            return await self.store._run(op)
+            return await self.store.runner.run(op)
 
     async def setup(self) -> None:
         """Create LangGraph's checkpoint tables in the store's database (idempotent).
