@@ -84,6 +84,8 @@ class AsyncStoreCheckpointer(_Checkpointer):
             await self.setup()
 
     # --- the saver's methods ------------------------------------------------------
+    # Deliberately the twin of StoreCheckpointer's: the same steps (saver_steps.py), each
+    # awaited here; LangGraph's savers have the one shape per kind of caller as well.
 
     async def aget_tuple(self, config: Any) -> CheckpointTuple | None:
         return await self._run(self._get_tuple(config))  # type: ignore[no-any-return]

@@ -25,6 +25,7 @@ _LAZY = {"AsyncInterruptStore": "aio", "InterruptStore": "sync"}
 
 
 def __getattr__(name: str) -> Any:
+    # Deliberately the lazy face of symfonic_store/__init__.py, for this package's two names.
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -70,6 +70,8 @@ async def adrive(
     plan: Generator[S, Any, T], step: Callable[[S], Awaitable[Any]], failed: Failed | None = None
 ) -> T:
     """:func:`drive`, awaiting each step."""
+    # Deliberately the loop of drive() again, with one await: a coroutine cannot share a
+    # loop body with a plain function without making the sync runner await.
     result: Any = None
     error: BaseException | None = None
     while True:
@@ -113,6 +115,7 @@ def astream(plan: Plan[None], step: Callable[[Step], Awaitable[Any]]) -> AsyncIt
 async def _astream(
     plan: Plan[None], first: Step | None, step: Callable[[Step], Awaitable[Any]]
 ) -> AsyncIterator[Any]:
+    # Deliberately _stream() again, awaiting (see adrive).
     current = first
     while current is not None:
         result: Any = None

@@ -154,6 +154,28 @@ def _deliver_owed(
 
 
 
+def _expire_batches(
+    report: SweepReport,
+    wake: OnExpired | None,
+    claim: WakeClaim | None,
+    dry_run: bool,
+    expire: Callable[..., Any],
+    cursor: tuple[str, Any, str],
+) -> Plan[None]:
+    """Expire batch after batch (each its own transaction), waking each batch's
+    expiries once it committed. ``cursor`` is the keyset cursor: the keyword that takes
+    it, where it starts, and the batch attribute naming the next one (None: the last)."""
+    keyword, after, last = cursor
+    while True:
+        batch = yield Op(partial(expire, **{keyword: after}), write=not dry_run)
+        report.expired.extend(batch.expired)
+        if wake is not None and claim is not None:
+            yield from _wake(report, wake, claim, batch.to_wake, owed_before=False)
+        after = getattr(batch, last)
+        if after is None:
+            return
+
+
 class SweepOps(Settings):
     """The sweep, the wake-ups it owes, and the rebuild of the projection."""
 
@@ -226,48 +248,21 @@ class SweepOps(Settings):
                     yield from _settle_claims(report, settle, scope)
                 if not dry_run:
                     yield from _mark_unknown(report, scope)
-                after = ""
-                while True:
-                    batch = yield Op(
-                        partial(
-                            sweep_batch,
-                            ttl_seconds=ttl,
-                            after_thread=after,
-                            batch_size=size,
-                            dry_run=dry_run,
-                            thread_ids=scope,
-                            claim=claim,
-                        ),
-                        write=not dry_run,
+                markers = partial(
+                    sweep_batch, ttl_seconds=ttl, batch_size=size, dry_run=dry_run,
+                    thread_ids=scope, claim=claim,
+                )
+                yield from _expire_batches(
+                    report, wake, claim, dry_run, markers, ("after_thread", "", "last_thread")
+                )
+                if ttl is not None:  # LangGraph's own interrupts: the TTL applies to them too (SPEC §8)
+                    natives = partial(
+                        sweep_native_batch, ttl_seconds=ttl, batch_size=size, dry_run=dry_run,
+                        thread_ids=scope, claim=claim, graph=graph,
                     )
-                    report.expired.extend(batch.expired)
-                    if wake is not None and claim is not None:
-                        yield from _wake(report, wake, claim, batch.to_wake, owed_before=False)
-                    if batch.last_thread is None:
-                        break
-                    after = batch.last_thread
-                # LangGraph's own interrupts: the TTL applies to them too (SPEC §8).
-                native_after: tuple[str, str] = ("", "")
-                while ttl is not None:
-                    nbatch = yield Op(
-                        partial(
-                            sweep_native_batch,
-                            ttl_seconds=ttl,
-                            after=native_after,
-                            batch_size=size,
-                            dry_run=dry_run,
-                            thread_ids=scope,
-                            claim=claim,
-                            graph=graph,
-                        ),
-                        write=not dry_run,
+                    yield from _expire_batches(
+                        report, wake, claim, dry_run, natives, ("after", ("", ""), "last_key")
                     )
-                    report.expired.extend(nbatch.expired)
-                    if wake is not None and claim is not None:
-                        yield from _wake(report, wake, claim, nbatch.to_wake, owed_before=False)
-                    if nbatch.last_key is None:
-                        break
-                    native_after = nbatch.last_key
                 owed: dict[str | None, int] = yield Op(
                     partial(count_owed, thread_ids=scope), write=False
                 )
