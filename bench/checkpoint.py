@@ -34,9 +34,9 @@ from bench.harness import (
 )
 from bench.rebuild import million
 from symfonic_store import InterruptStore
-from symfonic_store.append import ThreadWriter, flush, run_write
 from symfonic_store.events import ROUTE_DECIDED
 from symfonic_store.services.evidence import generate_key
+from symfonic_store.store.append import ThreadWriter, flush, run_write
 
 APPEND_CHUNK = 500
 

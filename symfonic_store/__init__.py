@@ -70,7 +70,7 @@ if TYPE_CHECKING:
     from .services.sweep import NOT_HELD, SweepReport
     from .services.verify import BrokenLink, VerifyReport
     from .store import AsyncInterruptStore, InterruptStore
-    from .store.ops import ReaderLag
+    from .store.read_ops import ReaderLag
 
 __version__ = "0.1.0"
 
@@ -85,7 +85,7 @@ _LAZY = {
     "DecisionRule": "decisions",
     "SweepReport": "services.sweep",
     "NOT_HELD": "services.sweep",
-    "ReaderLag": "store.ops",
+    "ReaderLag": "store.read_ops",
     "BrokenLink": "services.verify",
     "VerifyReport": "services.verify",
     "InterruptGateway": "langgraph",

@@ -45,7 +45,7 @@ def watching(opened: list[str]) -> Iterator[None]:
 
 
 def note_opened(thread_id: str) -> None:
-    """Called by each :class:`~symfonic_store.append.ThreadWriter` as it reads its head."""
+    """Called by each :class:`~symfonic_store.store.append.ThreadWriter` as it reads its head."""
     opened = _OPENED.get()
     if opened is not None:
         opened.append(thread_id)

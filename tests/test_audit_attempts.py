@@ -30,7 +30,7 @@ from symfonic_store import (
     UnknownInterruptError,
     build_interrupt_marker,
 )
-from symfonic_store.append import ThreadWriter, flush
+from symfonic_store.store.append import ThreadWriter, flush
 
 T0 = datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=UTC)
 

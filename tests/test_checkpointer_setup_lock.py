@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from symfonic_store import InterruptStore
 from symfonic_store.db import checkpoints as tables
-from symfonic_store.langgraph import checkpointer as own
+from symfonic_store.langgraph import saver_sql
 
 pytestmark = pytest.mark.postgres
 
@@ -113,13 +113,13 @@ def test_a_second_setup_of_the_same_schema_waits_outside_any_statement(
 ) -> None:
     """While another session holds this schema's setup lock, setup() polls (no statement left waiting), then creates the tables once the lock is free."""
     polled = threading.Event()
-    real_sleep = own.time.sleep
+    real_sleep = saver_sql.time.sleep
 
     def sleep(seconds: float) -> None:
         polled.set()
         real_sleep(0)
 
-    monkeypatch.setattr(own.time, "sleep", sleep)
+    monkeypatch.setattr(saver_sql.time, "sleep", sleep)
     with InterruptStore(postgres_schema_url) as store:
         store.setup()
     holder = sa.create_engine(postgres_schema_url)

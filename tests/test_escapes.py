@@ -36,9 +36,9 @@ from symfonic_store import (
     SymfonicStoreError,
 )
 from symfonic_store.db.executor import in_driver_transaction
-from symfonic_store.langgraph import checkpointer as checkpointer_module
+from symfonic_store.langgraph import saver_sql, saver_writer
 from symfonic_store.store import execute as execute_module
-from symfonic_store.store.ops import Op
+from symfonic_store.store.plan import Op
 
 NOTHING_WRITTEN = "nothing of it was written"
 
@@ -273,7 +273,7 @@ def raw_fault(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str
     fault = {"runner": False, "saver": False}
     error = driver_error(db_url)
     choose = execute_module.choose_executor_again
-    call, tuples = checkpointer_module._Sql.call, checkpointer_module._Sql.tuples
+    call, tuples = saver_sql._Sql.call, saver_sql._Sql.tuples
 
     def choose_again(conn: Any) -> Any:
         if fault["runner"]:
@@ -291,8 +291,8 @@ def raw_fault(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str
         return tuples(self, conn, config, **kwargs)
 
     monkeypatch.setattr(execute_module, "choose_executor_again", choose_again)
-    monkeypatch.setattr(checkpointer_module._Sql, "call", saver_call)
-    monkeypatch.setattr(checkpointer_module._Sql, "tuples", saver_tuples)
+    monkeypatch.setattr(saver_sql._Sql, "call", saver_call)
+    monkeypatch.setattr(saver_sql._Sql, "tuples", saver_tuples)
     yield fault
 
 
@@ -475,7 +475,7 @@ def test_a_checkpointer_group_lost_at_commit_is_unknown_and_not_retried(sqlite_u
     store.setup()
     with store.engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE scratch (n INTEGER)")
-    writer = checkpointer_module._sqlite_writer(store.engine)
+    writer = saver_writer._sqlite_writer(store.engine)
     fired = {"done": False}
 
     def lost_at_commit(conn: Any) -> None:
@@ -488,7 +488,7 @@ def test_a_checkpointer_group_lost_at_commit_is_unknown_and_not_retried(sqlite_u
     def insert(n: int) -> Op[None]:
         return Op(lambda c: c.execute(sa.text("INSERT INTO scratch VALUES (:n)"), {"n": n}), write=True)
 
-    first = checkpointer_module._Job(insert(1))
+    first = saver_writer._Job(insert(1))
     writer._queued.append(first)  # queued by another thread: the next writer commits both
     event.listen(store.engine, "commit", lost_at_commit)
     try:
@@ -680,7 +680,7 @@ def test_a_sweep_that_fails_after_recording_an_unknown_outcome_keeps_its_report(
     from langgraph.graph import END, START, StateGraph
     from langgraph.types import interrupt
 
-    from symfonic_store.store import ops
+    from symfonic_store.store import sweep_ops as ops
 
     def node(state: dict[str, Any]) -> dict[str, Any]:
         interrupt({"name": "approve"})

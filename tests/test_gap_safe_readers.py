@@ -32,12 +32,12 @@ from conftest import postgres_base_url, with_search_path
 from log_writers import append_round, append_rounds, marker, write_in_process
 
 from symfonic_store import InterruptStore, StoredEvent
-from symfonic_store.append import ThreadWriter, flush
 from symfonic_store.db import statements
 from symfonic_store.db.backends.postgres import PostgresBackend
 from symfonic_store.db.engines import create_sync_engine
 from symfonic_store.db.schema import events as events_table
 from symfonic_store.store import lifecycle
+from symfonic_store.store.append import ThreadWriter, flush
 
 WAIT = 30.0
 """Upper bound for a join or a wait on a real event; never a delay."""
@@ -526,7 +526,7 @@ def test_a_callers_engine_keeps_its_isolation_level_and_autocommit_writes_stay_a
         postgres_schema_url, execution_options={"symfonic_fast_path": False}
     ).execution_options(isolation_level="AUTOCOMMIT")
     with InterruptStore(autocommit) as store:
-        import symfonic_store.append as append_module
+        import symfonic_store.store.append as append_module
 
         real = append_module.insert_events
         append_module.insert_events = spy  # type: ignore[assignment]

@@ -51,10 +51,10 @@ def test_the_integration_modules_import_the_private_names_not_their_fallbacks() 
     assert gateway._RESUME_CHANNEL is RESUME
     assert (recording._RESUME, recording._INTERRUPT, recording._ERROR) == (RESUME, INTERRUPT, ERROR)
     assert marker._SCRATCHPAD_KEY == "__pregel_scratchpad"
-    from symfonic_store.langgraph import checkpointer
+    from symfonic_store.langgraph import saver_steps
 
-    assert checkpointer.CHECKPOINTER_KEY is _constants_checkpointer_key()
-    assert checkpointer.INTERRUPT is INTERRUPT
+    assert saver_steps.CHECKPOINTER_KEY is _constants_checkpointer_key()
+    assert saver_steps.INTERRUPT is INTERRUPT
 
 
 def _constants_checkpointer_key() -> str:
@@ -85,7 +85,7 @@ def test_a_task_config_carries_what_the_store_checkpointer_reads() -> None:
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.graph import END, START, StateGraph
 
-    from symfonic_store.langgraph import checkpointer
+    from symfonic_store.langgraph import saver_steps as checkpointer
 
     class S(TypedDict):
         x: int
@@ -152,7 +152,7 @@ def test_sqlite_saver_runs_all_its_sql_through_cursor() -> None:
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from symfonic_store.langgraph.checkpointer import _SqliteSql
+    from symfonic_store.langgraph.saver_sql import _SqliteSql
 
     assert list(inspect.signature(SqliteSaver.cursor).parameters) == ["self", "transaction"]
     assert list(inspect.signature(_SqliteSql.cursor).parameters) == ["self", "transaction"]
@@ -171,7 +171,7 @@ def test_postgres_savers_are_used_unchanged_on_the_attributes_the_store_binds() 
     from langgraph.checkpoint.postgres import PostgresSaver
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
-    from symfonic_store.langgraph import checkpointer
+    from symfonic_store.langgraph import saver_sql as checkpointer
 
     assert checkpointer._postgres_classes() == (PostgresSaver, AsyncPostgresSaver)
     for cls in (PostgresSaver, AsyncPostgresSaver):

@@ -414,7 +414,7 @@ def test_sweep_limited_to_thread_ids_leaves_every_other_thread_alone(
     store: InterruptStore, clock: FrozenDateTimeFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``thread_ids`` expires only the named threads' stale interrupts; others get no event."""
-    import symfonic_store.store.ops as ops
+    import symfonic_store.store.sweep_ops as ops
 
     monkeypatch.setattr(ops, "SCOPE_SIZE", 2)  # several chunks of ids, several statements
     for k in range(6):

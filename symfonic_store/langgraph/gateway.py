@@ -10,8 +10,9 @@ commits before the graph runs; once LangGraph consumed the answer the claim beco
 ``interrupt.resume_rejected`` (``not_taken``) and the interrupt reopens for the next
 answer.
 
-The logic is written once, as plans of steps (a graph call, a store call); a sync and
-an async driver run them, as the store's runners do.
+The logic is written once, as plans of steps (a graph call, a store call), driven by
+the store's one runner (:mod:`symfonic_store.store.runner`) with the gateway's own step
+dispatch, sync or async.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from langgraph.types import Command
 from .. import native
 from ..errors import AnswerNotTakenError, DatabaseError, InvalidInputError
 from ..services.sweep import NOT_HELD
+from ..store.runner import adrive, drive
 from ..validation import required_id
 from .answer_id import ANSWER_ID_KEY, answer_id
 from .failures import failed_while_running, store_error, store_errors
@@ -63,6 +65,11 @@ class _Store:
 
 
 _Plan = Generator["_Graph | _Store", Any, Any]
+
+
+def _failed(exc: Exception, step: _Graph | _Store) -> BaseException:
+    """What a failed step throws back into its plan: a store failure told apart (SPEC §12)."""
+    return store_error(exc, step=step.method)
 
 
 def _describe(exc: BaseException) -> str:
@@ -363,32 +370,10 @@ class InterruptGateway:
         return await method(*step.args, **step.kwargs)
 
     def _drive(self, plan: _Plan) -> Any:
-        result: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                step = plan.send(result) if error is None else plan.throw(error)
-            except StopIteration as stop:
-                return stop.value
-            result, error = None, None
-            try:
-                result = self._sync_step(step)
-            except Exception as exc:
-                error = store_error(exc, step=step.method)  # SPEC §12
+        return drive(plan, self._sync_step, _failed)
 
     async def _adrive(self, plan: _Plan) -> Any:
-        result: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                step = plan.send(result) if error is None else plan.throw(error)
-            except StopIteration as stop:
-                return stop.value
-            result, error = None, None
-            try:
-                result = await self._async_step(step)
-            except Exception as exc:
-                error = store_error(exc, step=step.method)
+        return await adrive(plan, self._async_step, _failed)
 
     # --- the graph's own entry points ----------------------------------------------
 

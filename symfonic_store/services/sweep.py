@@ -39,7 +39,6 @@ from typing import Any, Final
 
 from sqlalchemy.engine import Connection
 
-from ..append import ThreadWriter, flush
 from ..db.statements import (
     claim_rows,
     claim_wakeups,
@@ -56,6 +55,7 @@ from ..db.statements import (
 from ..db.wakeups import owed_by_graph
 from ..events import EXPIRED
 from ..protocol import PENDING_KEY, stale_reason
+from ..store.append import ThreadWriter, flush
 
 # The report is a value of its own (errors.py carries it too); its names stay reachable
 # from here, where symfonic_store.__init__, store/ops.py and services/wakeups.py import them.

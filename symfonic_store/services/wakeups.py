@@ -12,9 +12,9 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from ..append import utc_now
 from ..db import wakeups as rows
 from ..errors import InvalidInputError
+from ..store.append import utc_now
 from .sweep import graph_label, graph_order
 
 

@@ -3,7 +3,7 @@ answers admitted in two phases.
 
 Like :mod:`~symfonic_store.store.lifecycle`, each function runs inside a write
 transaction on a synchronous ``Connection`` and appends through a
-:class:`~symfonic_store.append.ThreadWriter`; inputs are already validated.
+:class:`~symfonic_store.store.append.ThreadWriter`; inputs are already validated.
 
 - :func:`record_waiting` mints every interrupt a thread waits on that the store has
   not seen, and closes (``superseded``, ``detected_by: gateway``) every open one
@@ -29,7 +29,6 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from .. import native
-from ..append import Refusal, ThreadWriter, flush
 from ..db.statements import (
     claim_rows,
     delete_claim,
@@ -54,6 +53,7 @@ from ..errors import (
 from ..events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED
 from ..projection import is_native_mint
 from ..projection_gaps import missing_row
+from .append import Refusal, ThreadWriter, flush
 from .lifecycle import Rules, refuse
 from .settlement import OUTCOME_UNKNOWN, answer_data, unknown_record
 

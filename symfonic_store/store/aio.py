@@ -1,13 +1,13 @@
 """``AsyncInterruptStore``: the asyncio runner of the store's operations.
 
 It drives the very plans :class:`~symfonic_store.InterruptStore` drives (see
-:mod:`symfonic_store.store.ops`): each database step through
+:mod:`symfonic_store.store.ops`), by its runner
+(:class:`~symfonic_store.store.runner.AsyncStoreRunner`): each database step through
 ``AsyncConnection.run_sync``, each callback awaited when it returns an awaitable.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, overload
 
@@ -19,21 +19,11 @@ from ..db.translate import translate_errors
 from ..db.urls import safe_url
 from ..decisions import DecisionRule
 from . import execute
+from .integrations import Integrations
 from .lifecycle import ApproverPolicy
-from .ops import (
-    Call,
-    Emit,
-    Integrations,
-    Op,
-    Operations,
-    Plan,
-    PlanFn,
-    Step,
-    advance,
-    copy_face,
-    start,
-)
-from .steps import defer
+from .ops import Operations, PlanFn
+from .plan import copy_face
+from .runner import AsyncStoreRunner
 
 if TYPE_CHECKING:
     # sqlalchemy.ext.asyncio loads the ORM and asyncio (~0.1 s of CPU): imported where an
@@ -65,7 +55,7 @@ class _Operation(Generic[P, T]):
 
     def __init__(self, plan: PlanFn[P, T]) -> None:
         async def method(store: AsyncInterruptStore, /, *args: Any, **kwargs: Any) -> Any:
-            return await store._drive(plan(store._ops, *args, **kwargs))
+            return await store.runner.drive(plan(store.runner.operations, *args, **kwargs))
 
         copy_face(method, plan)
         self.method = method
@@ -87,7 +77,7 @@ class _Stream(Generic[P]):
 
     def __init__(self, plan: PlanFn[P, None]) -> None:
         def method(store: AsyncInterruptStore, /, *args: Any, **kwargs: Any) -> AsyncItems:
-            return AsyncItems(store._stream(start(plan(store._ops, *args, **kwargs))))
+            return AsyncItems(store.runner.stream(plan(store.runner.operations, *args, **kwargs)))
 
         copy_face(method, plan, returns="AsyncItems")
         self.method = method
@@ -120,7 +110,7 @@ class AsyncInterruptStore(Integrations):
         sqlite_synchronous: str = "FULL",
         busy_timeout: float = 5.0,
     ) -> None:
-        self._ops = Operations(
+        operations = Operations(
             ttl_seconds=ttl_seconds,
             approvers=approvers,
             max_payload_bytes=max_payload_bytes,
@@ -132,17 +122,17 @@ class AsyncInterruptStore(Integrations):
         self._engine = create_asyncio_engine(
             url_or_engine, sqlite_synchronous=sqlite_synchronous, busy_timeout=busy_timeout
         )
-        self._schema_ok = False
+        self._runner = AsyncStoreRunner(self._engine, operations)
 
     @property
     def ttl_seconds(self) -> float | None:
         """The store's TTL: the default for ``is_current``, ``sweep``, resume and routers."""
-        return self._ops.ttl_seconds
+        return self._runner.operations.ttl_seconds
 
     @property
     def max_payload_bytes(self) -> int | None:
         """The largest JSON payload or response the store accepts, in bytes (None: no limit)."""
-        return self._ops.max_payload_bytes
+        return self._runner.operations.max_payload_bytes
 
     @property
     def engine(self) -> AsyncEngine:
@@ -175,58 +165,13 @@ class AsyncInterruptStore(Integrations):
         with translate_errors():
             async with self._engine.connect() as aconn:
                 await aconn.run_sync(execute.setup)
-        self._schema_ok = True
+        self._runner.schema_is_current()
 
-    # --- the runner ---------------------------------------------------------------
-
-    async def _run(self, op: Op[T]) -> T:
-        with translate_errors():
-            async with self._engine.connect() as aconn:
-                if not self._schema_ok:
-                    await aconn.run_sync(execute.check_schema)
-                    self._schema_ok = True
-                return await aconn.run_sync(execute.execute, op)
-
-    async def _step(self, step: Op[Any] | Call) -> Any:
-        if isinstance(step, Op):
-            if defer(step):  # into a step's checkpoint transaction (store/steps.py)
-                return None
-            return await self._run(step)
-        result = step.fn(*step.args)
-        if inspect.isawaitable(result):
-            result = await result
-        return result
-
-    async def _drive(self, plan: Plan[T]) -> T:
-        """Run a plan to its result, throwing a failed step back into it."""
-        result: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                step = plan.send(result) if error is None else plan.throw(error)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            result, error = None, None
-            assert not isinstance(step, Emit), "a value plan emitted items"
-            try:
-                result = await self._step(step)
-            except Exception as exc:
-                error = exc
-
-    async def _stream(self, started: tuple[Plan[None], Step | None]) -> AsyncIterator[Any]:
-        plan, step = started
-        while step is not None:
-            result: Any = None
-            error: BaseException | None = None
-            if isinstance(step, Emit):
-                for item in step.items:
-                    yield item
-            else:
-                try:
-                    result = await self._step(step)
-                except Exception as exc:
-                    error = exc
-            step = advance(plan, result, error)
+    @property
+    def runner(self) -> AsyncStoreRunner:
+        """The integration port: runs the store's plans and steps (see
+        :class:`~symfonic_store.store.runner.StoreRunner`); not for application code."""
+        return self._runner
 
     # --- the operations (see store/ops.py) -----------------------------------------
 

@@ -1,4 +1,4 @@
-"""Running one :class:`~symfonic_store.store.ops.Op` on a synchronous connection.
+"""Running one :class:`~symfonic_store.store.plan.Op` on a synchronous connection.
 
 Both runners end here: the sync store on a pooled connection, the async store inside
 ``AsyncConnection.run_sync``. A write runs in a retried write transaction
@@ -12,12 +12,12 @@ from typing import TypeVar
 
 from sqlalchemy.engine import Connection
 
-from ..append import run_write
 from ..db.executor import choose_executor_again, executor_for
 from ..db.migrate import require_current_schema, upgrade
 from ..db.translate import SchemaSuspectError, translate_errors
 from ..errors import SchemaNotMigratedError
-from .ops import Op
+from .append import run_write
+from .plan import Op
 
 T = TypeVar("T")
 

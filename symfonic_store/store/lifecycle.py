@@ -2,7 +2,7 @@
 
 Each function runs inside a write transaction on a synchronous ``Connection`` (both
 stores call them; the asyncio store through ``run_sync``) and appends through a
-:class:`~symfonic_store.append.ThreadWriter`. Inputs are already validated.
+:class:`~symfonic_store.store.append.ThreadWriter`. Inputs are already validated.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from ..append import Refusal, ThreadWriter, flush
 from ..db.statements import interrupt_events, was_minted
 from ..decisions import DecisionRule, decide
 from ..errors import (
@@ -29,6 +28,7 @@ from ..events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED, ROUTE_DECIDED, S
 from ..projection import is_native_mint
 from ..projection_gaps import REBUILD_HINT, missing_row
 from ..protocol import PENDING_KEY, expired_resume_value, stale_reason
+from .append import Refusal, ThreadWriter, flush
 
 ApproverPolicy = Callable[[str, dict[str, Any], str | None], bool]
 """``policy(thread_id, marker, actor) -> bool``: may this actor resume this interrupt?"""

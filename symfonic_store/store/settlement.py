@@ -30,7 +30,6 @@ from typing import Any, Final, Literal
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..append import ThreadWriter, flush
 from ..db.schema import events as events_table
 from ..db.statements import (
     EVENT_COLUMNS,
@@ -43,6 +42,7 @@ from ..db.statements import (
 from ..decisions import decide_unrefusable
 from ..errors import InvalidInputError
 from ..events import RESUME_REJECTED, RESUMED, StoredEvent
+from .append import ThreadWriter, flush
 
 OUTCOME_UNKNOWN: Final = "outcome_unknown"
 """The ``why`` of the record a sweep makes for an answer whose outcome is unknown."""

@@ -23,7 +23,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from .ops import Op
+from .plan import Op
 
 Sink = Callable[[Op[Any]], None]
 

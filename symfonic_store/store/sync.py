@@ -1,41 +1,30 @@
 """``InterruptStore``: the synchronous runner of the store's operations.
 
-Every public method is a plan of :class:`~symfonic_store.store.ops.Operations`; this
-class only drives plans: each database step on a pooled connection, each callback in
-line. :class:`~symfonic_store.AsyncInterruptStore` drives the same plans.
+Every public method is a plan of :class:`~symfonic_store.store.ops.Operations`, driven by
+the store's runner (:class:`~symfonic_store.store.runner.StoreRunner`): each database
+step on the store's connection, each callback in line.
+:class:`~symfonic_store.AsyncInterruptStore` drives the same plans.
 """
 
 from __future__ import annotations
 
-import threading
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, overload
 
-from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.engine import URL, Engine
 
 from .. import validation
 from ..db.engines import create_sync_engine
 from ..db.translate import translate_errors
 from ..db.urls import safe_url
 from ..decisions import DecisionRule
-from ..errors import DatabaseError, SymfonicStoreError
 from . import execute
+from .integrations import Integrations
 from .lifecycle import ApproverPolicy
-from .ops import (
-    Call,
-    Emit,
-    Integrations,
-    Op,
-    Operations,
-    Plan,
-    PlanFn,
-    Step,
-    advance,
-    copy_face,
-    start,
-)
-from .steps import defer
+from .ops import Operations, PlanFn
+from .plan import copy_face
+from .runner import StoreRunner
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -46,7 +35,7 @@ class _Operation(Generic[P, T]):
 
     def __init__(self, plan: PlanFn[P, T]) -> None:
         def method(store: InterruptStore, /, *args: Any, **kwargs: Any) -> Any:
-            return store._drive(plan(store._ops, *args, **kwargs))
+            return store.runner.drive(plan(store.runner.operations, *args, **kwargs))
 
         copy_face(method, plan)
         self.method = method
@@ -64,7 +53,7 @@ class _Stream(Generic[P]):
 
     def __init__(self, plan: PlanFn[P, None]) -> None:
         def method(store: InterruptStore, /, *args: Any, **kwargs: Any) -> Iterator[Any]:
-            return store._stream(start(plan(store._ops, *args, **kwargs)))
+            return store.runner.stream(plan(store.runner.operations, *args, **kwargs))
 
         copy_face(method, plan, returns="Iterator")
         self.method = method
@@ -77,37 +66,6 @@ class _Stream(Generic[P]):
     def __get__(self, store: InterruptStore, owner: type[Any]) -> Callable[P, Iterator[Any]]: ...
     def __get__(self, store: InterruptStore | None, owner: type[Any]) -> Any:
         return self.method if store is None else self.method.__get__(store, owner)
-
-
-class _Held:
-    """The one connection a store keeps checked out between calls.
-
-    Checking a connection out of SQLAlchemy's pool and back in (with its reset) costs
-    about as much as an append's statements on SQLite. A store keeps one connection for
-    whichever thread calls it while nobody else does; a call that finds it in use runs on
-    a pooled connection as before, so threads never share a connection at the same time.
-    Only a store that made its engine (from a URL) holds one: an engine the caller passed
-    keeps all its pooled connections for the caller.
-    """
-
-    __slots__ = ("conn", "lock")
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.conn: Connection | None = None
-
-    def drop(self) -> None:
-        conn, self.conn = self.conn, None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:  # closing a dead connection: nothing left to release
-                pass
-
-
-def _release(held: _Held) -> None:
-    with held.lock:
-        held.drop()
 
 
 class InterruptStore(Integrations):
@@ -144,7 +102,7 @@ class InterruptStore(Integrations):
         sqlite_synchronous: str = "FULL",
         busy_timeout: float = 5.0,
     ) -> None:
-        self._ops = Operations(
+        operations = Operations(
             ttl_seconds=ttl_seconds,
             approvers=approvers,
             max_payload_bytes=max_payload_bytes,
@@ -154,20 +112,19 @@ class InterruptStore(Integrations):
         self._engine = create_sync_engine(
             url_or_engine, sqlite_synchronous=sqlite_synchronous, busy_timeout=busy_timeout
         )
-        self._schema_ok = False
-        self._held = _Held()
+        self._runner = StoreRunner(self._engine, operations, hold=self._owns_engine)
         # Returned to the pool when the store is closed or collected, never left open.
-        self._release = weakref.finalize(self, _release, self._held)
+        self._release = weakref.finalize(self, self._runner.release)
 
     @property
     def ttl_seconds(self) -> float | None:
         """The store's TTL: the default for ``is_current``, ``sweep``, resume and routers."""
-        return self._ops.ttl_seconds
+        return self._runner.operations.ttl_seconds
 
     @property
     def max_payload_bytes(self) -> int | None:
         """The largest JSON payload or response the store accepts, in bytes (None: no limit)."""
-        return self._ops.max_payload_bytes
+        return self._runner.operations.max_payload_bytes
 
     @property
     def engine(self) -> Engine:
@@ -193,75 +150,13 @@ class InterruptStore(Integrations):
         """Migrate the database to the newest schema (idempotent)."""
         with translate_errors(), self._engine.connect() as conn:
             execute.setup(conn)
-        self._schema_ok = True
+        self._runner.schema_is_current()
 
-    # --- the runner ---------------------------------------------------------------
-
-    def _run(self, op: Op[T]) -> T:
-        held = self._held
-        # An engine the caller made keeps its whole pool for the caller: hold nothing.
-        if not self._owns_engine or not held.lock.acquire(blocking=False):
-            with translate_errors(), self._engine.connect() as pooled:
-                return self._run_on(pooled, op)
-        try:
-            kept = held.conn
-            if kept is None or kept.closed or kept.invalidated:
-                held.drop()
-                with translate_errors():
-                    kept = self._engine.connect()
-                held.conn = kept
-            try:
-                with translate_errors():
-                    return self._run_on(kept, op)
-            except BaseException as exc:
-                if isinstance(exc, DatabaseError) or not isinstance(exc, SymfonicStoreError):
-                    held.drop()  # the database failed, or we were cut off: start afresh
-                raise
-        finally:
-            held.lock.release()
-
-    def _run_on(self, conn: Connection, op: Op[T]) -> T:
-        if not self._schema_ok:
-            execute.check_schema(conn)
-            self._schema_ok = True
-        return execute.execute(conn, op)
-
-    def _step(self, step: Op[Any] | Call) -> Any:
-        if isinstance(step, Op):
-            if defer(step):  # into a step's checkpoint transaction (store/steps.py)
-                return None
-            return self._run(step)
-        return step.fn(*step.args)
-
-    def _drive(self, plan: Plan[T]) -> T:
-        """Run a plan to its result, throwing a failed step back into it."""
-        result: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                step = plan.send(result) if error is None else plan.throw(error)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            result, error = None, None
-            assert not isinstance(step, Emit), "a value plan emitted items"
-            try:
-                result = self._step(step)
-            except Exception as exc:
-                error = exc
-
-    def _stream(self, started: tuple[Plan[None], Step | None]) -> Iterator[Any]:
-        plan, step = started
-        while step is not None:
-            result: Any = None
-            error: BaseException | None = None
-            if isinstance(step, Emit):
-                yield from step.items
-            else:
-                try:
-                    result = self._step(step)
-                except Exception as exc:
-                    error = exc
-            step = advance(plan, result, error)
+    @property
+    def runner(self) -> StoreRunner:
+        """The integration port: runs the store's plans and steps (see
+        :class:`~symfonic_store.store.runner.StoreRunner`); not for application code."""
+        return self._runner
 
     # --- the operations (see store/ops.py) -----------------------------------------
 

@@ -21,8 +21,8 @@ from typing import Any, TypeVar
 
 from sqlalchemy.engine import Connection
 
-from .db.executor import executor_for
-from .db.statements import (
+from ..db.executor import executor_for
+from ..db.statements import (
     delete_open_interrupts,
     insert_events,
     insert_open_interrupts,
@@ -32,12 +32,12 @@ from .db.statements import (
     update_threads,
     was_minted,
 )
-from .db.translate import translate_errors
-from .errors import ConcurrencyConflictError, SymfonicStoreError
-from .events import ENDINGS, MINTED, RESUMED, NewEvent, canonical_json, seal
-from .projection import ThreadState, apply, is_native_mint, open_from_event
-from .projection_gaps import note_opened, refuse_projection_behind, watching
-from .protocol import MARKER_KEYS
+from ..db.translate import translate_errors
+from ..errors import ConcurrencyConflictError, SymfonicStoreError
+from ..events import ENDINGS, MINTED, RESUMED, NewEvent, canonical_json, seal
+from ..projection import ThreadState, apply, is_native_mint, open_from_event
+from ..projection_gaps import note_opened, refuse_projection_behind, watching
+from ..protocol import MARKER_KEYS
 
 T = TypeVar("T")
 

@@ -1,0 +1,187 @@
+"""LangGraph's savers, bound to one of the store's connections: the SQL of their tables.
+
+:class:`_Sql` chooses, once per checkpointer, the saver for the store's backend
+(``SqliteSaver``, ``PostgresSaver``, ``AsyncPostgresSaver``) and runs its SQL on the
+connection of a store transaction, so one COMMIT covers the checkpoint and the events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.sqlite import SqliteSaver
+from sqlalchemy.engine import Connection
+
+from ..db import checkpoints as tables
+
+if TYPE_CHECKING:
+    pass
+
+
+
+
+def serializer() -> JsonPlusSerializer:
+    """LangGraph's JSON-plus serialiser, never falling back to pickle."""
+    return JsonPlusSerializer(pickle_fallback=False)
+
+
+def _await(awaitable: Any) -> Any:
+    """Await from the synchronous code ``AsyncConnection.run_sync`` runs (a greenlet)."""
+    from sqlalchemy.util import concurrency
+
+    wait = getattr(concurrency, "await_", None) or concurrency.await_only
+    return wait(awaitable)
+
+
+# --- LangGraph's savers, bound to one of the store's connections --------------------
+
+
+class _SqliteSql(SqliteSaver):
+    """``SqliteSaver``'s SQL on the connection it is bound to, in the caller's transaction.
+
+    ``cursor()`` is the one place ``SqliteSaver`` takes its lock, runs ``setup()`` and
+    COMMITs; bound, it does none of that: the store opened the transaction and commits it.
+    """
+
+    @contextmanager
+    def cursor(self, transaction: bool = True) -> Iterator[Any]:
+        cur = self.conn.cursor()
+        try:
+            yield cur
+        finally:
+            cur.close()
+
+
+class _AwaitingSqlite:
+    """The two calls ``SqliteSaver.setup()`` makes, on aiosqlite from a greenlet."""
+
+    def __init__(self, connection: Any) -> None:
+        self._connection = connection
+
+    def executescript(self, script: str) -> Any:
+        return _await(self._connection.executescript(script))
+
+    def execute(self, sql: str, *parameters: Any) -> Any:
+        return _await(self._connection.execute(sql, *parameters))
+
+
+def _postgres_classes() -> tuple[type[Any], type[Any]]:
+    """PostgresSaver and AsyncPostgresSaver (psycopg loaded on demand).
+
+    Used as they are: bound to the store's connection (``conn``), their ``_cursor`` runs
+    their SQL in the store's open transaction (its pipeline, or its ``conn.transaction()``
+    savepoint where pipelines are unsupported), under the bound copy's own ``lock``.
+    """
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    except ImportError as exc:  # pragma: no cover - the postgres extra names it
+        raise ImportError(
+            "store.checkpointer() on PostgreSQL needs langgraph-checkpoint-postgres and "
+            "psycopg: pip install 'symfonic-store[postgres]'"
+        ) from exc
+    return PostgresSaver, AsyncPostgresSaver
+
+
+class _Sql:
+    """LangGraph's saver for the store's backend, bound to a connection call by call.
+
+    Chosen once, when the checkpointer is made: ``SqliteSaver`` on SQLite (the asyncio
+    store drives it through ``run_sync``, on SQLAlchemy's greenlet-adapted aiosqlite
+    connection), ``PostgresSaver`` on PostgreSQL, ``AsyncPostgresSaver`` under the
+    asyncio store (its coroutines awaited from inside ``run_sync``).
+    """
+
+    def __init__(self, dialect: str, *, asynchronous: bool) -> None:
+        self.serde = serializer()
+        self.postgres = dialect == "postgresql"
+        self.layout = tables.POSTGRES if self.postgres else tables.SQLITE
+        self.awaits = self.postgres and asynchronous
+        if self.postgres:
+            sync_class, self._async_class = _postgres_classes()
+            self._template: Any = sync_class(None, serde=self.serde)
+        else:
+            self._template = _SqliteSql(None, serde=self.serde)  # type: ignore[arg-type]
+            self._template.is_setup = True  # setup() is the store's to call, once
+        self._async_template: Any = None
+
+    def bind(self, conn: Connection) -> Any:
+        """The saver, on ``conn``'s driver connection.
+
+        One shallow copy per DBAPI connection, kept in its ``info`` (a connection is
+        used by one caller at a time, and the copy's only state is that connection).
+        """
+        info = conn.info
+        saver = info.get(self)
+        if saver is not None:
+            return saver
+        if self.awaits:
+            if self._async_template is None:
+                # AsyncPostgresSaver notes the running loop when made: make it in the loop.
+                self._async_template = self._async_class(None, serde=self.serde)
+            saver = copy.copy(self._async_template)
+            saver.conn = conn.connection.driver_connection
+            saver.lock = asyncio.Lock()  # the copy's own: one connection, one lock
+        else:
+            saver = copy.copy(self._template)
+            saver.conn = conn.connection.dbapi_connection
+            if self.postgres:
+                saver.lock = threading.Lock()
+        info[self] = saver
+        return saver
+
+    def call(self, conn: Connection, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``saver.method(...)`` bound to ``conn`` (``saver.amethod`` awaited, when async)."""
+        saver = self.bind(conn)
+        if self.awaits:
+            return _await(getattr(saver, "a" + method)(*args, **kwargs))
+        return getattr(saver, method)(*args, **kwargs)
+
+    def tuples(self, conn: Connection, config: Any, **kwargs: Any) -> list[CheckpointTuple]:
+        """Every tuple ``saver.list`` yields, read on the call's connection."""
+        saver = self.bind(conn)
+        if self.awaits:
+
+            async def collect() -> list[CheckpointTuple]:
+                return [t async for t in saver.alist(config, **kwargs)]
+
+            return _await(collect())  # type: ignore[no-any-return]
+        return list(saver.list(config, **kwargs))
+
+    def setup(self, conn: Connection) -> None:
+        """Create (or migrate) the saver's tables: its own ``setup()``, outside a transaction."""
+        if not self.postgres:
+            saver = copy.copy(self._template)
+            dbapi = conn.connection.dbapi_connection
+            driver = conn.connection.driver_connection
+            saver.conn = dbapi if driver is dbapi else _AwaitingSqlite(driver)
+            saver.is_setup = False
+            SqliteSaver.setup(saver)
+            return
+        pause = 0.01
+        while not conn.execute(tables.setup_lock()).scalar_one():
+            time.sleep(pause)  # another process is creating the tables (db/checkpoints.py)
+            pause = min(pause * 2, 0.5)
+        try:
+            saver = self.bind(conn)
+            if self.awaits:
+                _await(saver.setup())
+            else:
+                saver.setup()
+        finally:
+            conn.execute(tables.setup_unlock())
+
+    def prune(self, conn: Connection, thread_ids: list[str], strategy: str) -> None:
+        """PostgreSQL: the saver's own ``prune``, which runs its own transactions."""
+        self.call(conn, "prune", thread_ids, strategy=strategy)
+
+    def get_next_version(self, current: Any, channel: Any) -> Any:
+        return self._template.get_next_version(current, channel)

@@ -1,0 +1,264 @@
+"""What both checkpointer twins share: a step's writes and the store's records, one COMMIT.
+
+:class:`_Checkpointer` builds each saver call as one store :class:`~symfonic_store.store.plan.Op`:
+LangGraph's SQL (:mod:`.saver_sql`), the writes the task's node and router deferred into
+its step (:class:`~symfonic_store.store.steps.StepWrites`) and what the recording
+checkpointer records of them, in one write transaction. The twins
+(:mod:`.checkpointer`, :mod:`.async_checkpointer`) only run those steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from sqlalchemy.engine import Connection
+
+from .. import native
+from ..db import checkpoints as tables
+from ..db.statements import lock_thread_steps
+from ..errors import InvalidInputError
+from ..store import admission
+from ..store.plan import Op
+from ..store.steps import Step, StepWrites, deferring
+from .recording import observed
+from .saver_sql import _Sql
+
+if TYPE_CHECKING:
+    from ..store import AsyncInterruptStore, InterruptStore
+
+
+try:  # private; tests/test_langgraph_private.py fails loudly if they move
+    from langgraph._internal._constants import CONFIG_KEY_CHECKPOINT_MAP as CHECKPOINT_MAP_KEY
+    from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER as CHECKPOINTER_KEY
+    from langgraph._internal._constants import CONFIG_KEY_TASK_ID as TASK_ID_KEY
+    from langgraph._internal._constants import INTERRUPT
+except ImportError:  # pragma: no cover
+    CHECKPOINTER_KEY, TASK_ID_KEY = "__pregel_checkpointer", "__pregel_task_id"
+    CHECKPOINT_MAP_KEY, INTERRUPT = "checkpoint_map", "__interrupt__"
+
+
+GRAPH_KEY = "symfonic_graph"
+"""The configurable key the gateway names its graph under, for the mints to record."""
+
+
+# --- what a call records ----------------------------------------------------------------
+
+
+def _thread_id(config: Any) -> str:
+    configurable = (config or {}).get("configurable") or {}
+    thread_id = configurable.get("thread_id")
+    if thread_id is None:
+        raise InvalidInputError(
+            'config["configurable"]["thread_id"]',
+            'the checkpointer saves per thread; invoke with config={"configurable": {"thread_id": ...}}',
+        )
+    return str(thread_id)
+
+
+def _thread_ids(thread_ids: Any) -> list[str]:
+    if isinstance(thread_ids, str):
+        raise TypeError("thread_ids must be a sequence of thread IDs, not a str")
+    return [str(t) for t in thread_ids]
+
+
+def _strategy(strategy: str) -> str:
+    if strategy not in tables.PRUNE_STRATEGIES:
+        raise ValueError(f"Unknown prune strategy: {strategy!r}")
+    return strategy
+
+
+def _task_record(
+    config: Any, writes: Sequence[tuple[str, Any]], task_id: str, saved: int
+) -> tuple[Any, Any]:
+    """The writes to save, and what the store records of them (or None)."""
+    forwarded, record = observed(config, writes, task_id, saved)
+    if record is not None:
+        graph = ((config or {}).get("configurable") or {}).get(GRAPH_KEY)
+        record["graph"] = None if graph is None else str(graph)
+    return forwarded, record
+
+
+def _waits_of(head: CheckpointTuple | None) -> list[dict[str, Any]]:
+    """Records of the interrupts a checkpoint's tasks raised (LangGraph's own, not markers)."""
+    if head is None:
+        return []
+    by_task: dict[str, list[tuple[str, Any]]] = {}
+    for task_id, channel, value in head.pending_writes or ():
+        if channel == INTERRUPT:
+            by_task.setdefault(task_id, []).append((channel, value))
+    records = []
+    for task_id, writes in by_task.items():
+        _, record = observed(head.config, writes, task_id)
+        if record is None:
+            continue
+        record["interrupts"] = [i for i in record["interrupts"] if not native.is_marker_value(i["value"])]
+        record["actor"] = None
+        if record["interrupts"]:
+            records.append(record)
+    return records
+
+
+
+class _Checkpointer(BaseCheckpointSaver[str]):
+    """What both twins share: the bound SQL, the deferred writes, the transactions."""
+
+    store: Any
+
+    def __init__(self, store: InterruptStore | AsyncInterruptStore, sql: _Sql) -> None:
+        super().__init__(serde=sql.serde)
+        self.store = store
+        self._sql = sql
+        self._steps = StepWrites()
+        self._is_setup = False
+        self._queue_writers = not sql.postgres
+
+    def defer_writes(self, config: Any) -> AbstractContextManager[None]:
+        """Let the store writes made inside commit with this task's step (node, router).
+
+        ``config`` is the task's: its thread, LangGraph task id, namespace and the
+        checkpoint its step started from name the step. Outside a LangGraph task
+        (``update_state``'s router) the writes run at once.
+        """
+        configurable = (config or {}).get("configurable") or {}
+        thread_id, task_id = configurable.get("thread_id"), configurable.get(TASK_ID_KEY)
+        if thread_id is None or task_id is None:
+            return nullcontext()
+        # The task's namespace is its parent's plus "<node>:<task id>" (NS_SEP "|").
+        task_ns = str(configurable.get("checkpoint_ns") or "")
+        parent_ns = task_ns.rsplit("|", 1)[0] if "|" in task_ns else ""
+        started = (configurable.get(CHECKPOINT_MAP_KEY) or {}).get(parent_ns)
+        step = Step(str(thread_id), parent_ns, None if started is None else str(started), str(task_id))
+        return deferring(self._steps.sink(step))
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        return self._sql.get_next_version(current, channel)  # type: ignore[no-any-return]
+
+    def _collect(self, method: str, *args: Any, **kwargs: Any) -> list[Op[Any]]:
+        """The write steps of the store's operation ``method``, for this checkpointer's
+        transaction: the plan both stores run (its validation included), not run here."""
+        return self.store.runner.writes(method, *args, **kwargs)  # type: ignore[no-any-return]
+
+    # --- the operations, as steps for the store's runner ------------------------------
+
+    def _step(
+        self,
+        sql_work: Callable[[Connection], Any],
+        records: list[Op[Any]],
+        waiting: tuple[str, Callable[[], list[Op[Any]]]] | None = None,
+        flight: list[str] | None = None,
+    ) -> Op[Any]:
+        """One write transaction: LangGraph's SQL, then the store's writes, one COMMIT.
+
+        ``waiting`` is ``(thread_id, take)``: the deferred writes to commit here are
+        taken inside the transaction, once the thread's writers are shut out (SQLite's
+        BEGIN IMMEDIATE; on PostgreSQL a transaction lock on the thread id), so that the
+        transactions of one thread take and commit them in the same order. When it took
+        any, the thread's id is added to ``flight``: the caller hands it to
+        :meth:`StepWrites.landed` once the transaction ended, and until then the thread's
+        other step transactions wait for this one (the lock), never commit beside it.
+        """
+        taken: list[Op[Any]] | None = None
+
+        def work(conn: Connection) -> Any:
+            nonlocal taken
+            if taken is None:  # once: a retried transaction runs the same writes again
+                taken = []
+                if waiting is not None and self._steps.has(waiting[0]):
+                    if self._sql.postgres:
+                        # A lock on the thread id, not its projection row: a new thread
+                        # has no row yet, and its first steps would take in any order.
+                        lock_thread_steps(conn, waiting[0])
+                    taken = waiting[1]()
+                    if taken and flight is not None:
+                        flight.append(waiting[0])
+            elif taken and waiting is not None and self._sql.postgres:
+                lock_thread_steps(conn, waiting[0])  # a retry holds the same records
+            # Taken first: if LangGraph's SQL fails, they go with the transaction.
+            result = sql_work(conn)
+            for op in (*taken, *records):
+                # The read-only check first: most steps leave nothing to close or mint.
+                if op.settled is None or not op.settled(conn)[0]:
+                    op.fn(conn)
+            return result
+
+        return Op(work, write=True)
+
+    def _put(
+        self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any, recorded: list[Op[Any]], flight: list[str]
+    ) -> Op[Any]:
+        thread_id = _thread_id(config)
+        ns = str(config["configurable"].get("checkpoint_ns") or "")
+        return self._step(
+            lambda conn: self._sql.call(conn, "put", config, checkpoint, metadata, new_versions),
+            recorded,
+            (
+                thread_id,
+                lambda: self._steps.for_checkpoint(
+                    thread_id, ns, config["configurable"].get("checkpoint_id"), str(checkpoint["id"])
+                ),
+            ),
+            flight,
+        )
+
+    def _put_writes(
+        self, config: Any, forwarded: Any, task_id: str, task_path: str, recorded: list[Op[Any]], flight: list[str]
+    ) -> Op[Any]:
+        thread_id = _thread_id(config)
+        configurable = config["configurable"]
+        ns = str(configurable.get("checkpoint_ns") or "")
+        started = configurable.get("checkpoint_id")
+        return self._step(
+            lambda conn: self._sql.call(conn, "put_writes", config, forwarded, task_id, task_path),
+            recorded,
+            (thread_id, lambda: self._steps.for_writes(thread_id, ns, started, task_id)),
+            flight,
+        )
+
+    def _get_tuple(self, config: Any) -> Op[Any]:
+        return Op(lambda conn: self._sql.call(conn, "get_tuple", config), write=False)
+
+    def _list(self, config: Any, kwargs: dict[str, Any]) -> Op[Any]:
+        return Op(lambda conn: self._sql.tuples(conn, config, **kwargs), write=False)
+
+    def _delete_thread(self, thread_id: str, recorded: list[Op[Any]]) -> Op[Any]:
+        return self._step(lambda conn: self._sql.call(conn, "delete_thread", thread_id), recorded)
+
+    def _copy_thread(self, source: str, target: str) -> Op[Any]:
+        layout = self._sql.layout
+
+        def copy_and_record(conn: Connection) -> None:
+            tables.copy_thread(conn, layout, source, target)
+            # The copy waits on what the source waited on: recorded on the target, as
+            # any thread's interrupts are (the source's answers stay the source's).
+            head = self._sql.call(conn, "get_tuple", {"configurable": {"thread_id": target, "checkpoint_ns": ""}})
+            for record in _waits_of(head):
+                admission.record_task_writes(conn, record)
+
+        return self._step(copy_and_record, [])
+
+    def _delete_for_runs(self, run_ids: list[str]) -> Op[Any]:
+        layout = self._sql.layout
+        return self._step(lambda conn: tables.delete_for_runs(conn, layout, run_ids), [])
+
+    def _prune_sqlite(self, thread_ids: list[str], strategy: str, recorded: list[Op[Any]]) -> list[Op[Any]]:
+        """SQLite's prune, as ``PostgresSaver.prune`` does it: ``delete`` in one transaction;
+        ``keep_latest`` refuses a thread with a ``DeltaChannel``, then one per thread."""
+        layout = self._sql.layout
+        if strategy == "delete":
+            return [self._step(lambda conn: tables.prune_delete(conn, layout, thread_ids), recorded)]
+
+        def one(thread_id: str) -> Callable[[Connection], None]:
+            def prune(conn: Connection) -> None:
+                tables.refuse_delta(conn, layout, [thread_id])
+                tables.prune_keep_latest(conn, layout, thread_id)
+
+            return prune
+
+        check = Op(lambda conn: tables.refuse_delta(conn, layout, thread_ids), write=False)
+        return [check, *(self._step(one(t), []) for t in thread_ids)]
+
+
+__all__ = ["CHECKPOINTER_KEY", "GRAPH_KEY"]

@@ -1,0 +1,159 @@
+"""The checkpointer's write queue on SQLite, and its reads outside a transaction.
+
+SQLite lets one writer in; :class:`_SqliteWriter` queues the checkpointer's write
+transactions of one database and commits what arrived together as a group, on one held
+connection (see its docstring). :func:`_async_writer_queue` is its asyncio counterpart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import Connection
+
+from ..db.translate import translate_errors
+from ..store import execute
+from ..store.plan import Op
+
+if TYPE_CHECKING:
+    pass
+
+
+def _read(conn: Connection, op: Op[Any]) -> Any:
+    """A read outside a transaction (each statement atomic), as LangGraph's savers read."""
+    try:
+        return op.fn(conn)
+    finally:
+        if conn.in_transaction():  # a statement that went through SQLAlchemy began one
+            conn.commit()
+
+
+@dataclass(slots=True)
+class _Job:
+    """One write waiting for the writer: its step, and once run, its result or error."""
+
+    op: Op[Any]
+    done: bool = False
+    result: Any = None
+    error: BaseException | None = None
+
+
+class _SqliteWriter:
+    """The checkpointer's write transactions on one SQLite database: queued, grouped,
+    on one connection.
+
+    LangGraph saves a step's writes and its checkpoint from two threads at once, and
+    SQLite lets one writer in: the other would wait in SQLite's busy handler, which
+    sleeps 1, 2, 5, 10 ... ms between tries. Here writers queue instead, and whoever
+    holds the lock commits everything queued in one transaction (a group commit: one
+    fsync for the writes that arrived together, each still whole, none split from its
+    records). A group that fails is retried write by write, so one bad write fails
+    alone. All of it runs on one held connection: no pool checkout and reset per step.
+    Another process's writers (or the store's own calls) still meet the busy timeout.
+    """
+
+    def __init__(self, engine: Any) -> None:
+        self.lock = threading.Lock()
+        self._queued: list[_Job] = []
+        self._queue_lock = threading.Lock()
+        self.conn: Connection | None = None
+        event.listen(engine, "engine_disposed", lambda _engine: self.close())
+
+    def run(self, store: Any, op: Op[Any]) -> Any:
+        """``op`` on the writer's connection: a write in a (group's) transaction; a read
+        of LangGraph's tables outside one, as ``SqliteSaver`` reads (each statement atomic)."""
+        if not op.write:
+            with self.lock:
+                return self._on_connection(store, partial(_read, op=op))
+        job = _Job(op)
+        with self._queue_lock:
+            self._queued.append(job)
+        while not job.done:
+            with self.lock:
+                if job.done:  # committed by the writer before us
+                    break
+                with self._queue_lock:
+                    group, self._queued = self._queued, []
+                try:
+                    self._on_connection(store, partial(self._commit, group=group))
+                except BaseException as exc:
+                    for waiting in group:  # nobody is left waiting on a write that never ran
+                        if not waiting.done:
+                            waiting.error, waiting.done = exc, True
+                    if not isinstance(exc, Exception):
+                        raise
+        if job.error is not None:
+            raise job.error
+        return job.result
+
+
+    @staticmethod
+    def _commit(conn: Connection, *, group: list[_Job]) -> None:
+        def work(c: Connection) -> list[Any]:
+            return [job.op.fn(c) for job in group]
+
+        try:
+            results = execute.execute(conn, Op(work, write=True))
+        except Exception as exc:
+            if len(group) == 1 or getattr(exc, "outcome_unknown", False):
+                raise  # lost at COMMIT: the group may have committed, so none is retried
+            for job in group:  # find the one that failed; the others commit on their own
+                try:
+                    job.result = execute.execute(conn, job.op)
+                except Exception as exc:
+                    job.error = exc
+                job.done = True
+            return
+        for job, result in zip(group, results, strict=True):
+            job.result, job.done = result, True
+
+    def _on_connection(self, store: Any, fn: Callable[[Connection], Any]) -> Any:
+        conn = self.conn
+        if conn is None or conn.closed or conn.invalidated:
+            with translate_errors():  # connecting fails like any statement
+                conn = self.conn = store.engine.connect()
+        try:
+            with translate_errors():
+                store.runner.ensure_schema(conn)
+                return fn(conn)
+        except BaseException:
+            self.conn = None  # a fresh connection next time, whatever this one saw
+            conn.close()
+            raise
+
+    def close(self) -> None:
+        with self.lock:
+            if self.conn is not None:
+                self.conn.close()
+                self.conn = None
+
+
+_WRITERS: weakref.WeakKeyDictionary[Any, _SqliteWriter] = weakref.WeakKeyDictionary()
+_WRITERS_LOCK = threading.Lock()
+_ASYNC_QUEUES: weakref.WeakKeyDictionary[Any, dict[Any, asyncio.Lock]] = weakref.WeakKeyDictionary()
+
+
+def _sqlite_writer(engine: Any) -> _SqliteWriter:
+    """The writer of ``engine``'s database (one per engine, shared by its checkpointers)."""
+    with _WRITERS_LOCK:
+        writer = _WRITERS.get(engine)
+        if writer is None:
+            writer = _WRITERS[engine] = _SqliteWriter(engine)
+        return writer
+
+
+def _async_writer_queue(engine: Any) -> asyncio.Lock:
+    """As :class:`_SqliteWriter`'s lock, for the coroutines of one event loop."""
+    loops = _ASYNC_QUEUES.setdefault(engine, {})
+    loop = asyncio.get_running_loop()
+    lock = loops.get(loop)
+    if lock is None:
+        lock = loops[loop] = asyncio.Lock()
+    return lock

@@ -1,0 +1,302 @@
+"""The plans of reads: state, pending lists, history, the event stream, audit, verify."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.engine import Connection
+
+from .. import validation
+from ..db.executor import executor_for
+from ..db.statements import (
+    claim_rows,
+    events_after,
+    events_behind_horizon,
+    load_thread,
+    open_rows,
+    pending_threads,
+    read_horizon,
+    read_open_interrupts,
+    read_page,
+    thread_events_query,
+)
+from ..events import StoredEvent
+from ..native import MARKER_SOURCE, NATIVE_SOURCE
+from ..projection import ThreadState
+from ..protocol import PENDING_KEY, interrupt_pending_is_current
+from ..services.audit import AuditRecord, audit
+from ..services.replay import Replay
+from ..services.verify import VerifyReport, verify
+from . import settlement
+from .plan import Emit, Op, Plan
+from .settings import Settings
+
+if TYPE_CHECKING:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderLag:
+    """How far gap-safe readers of :meth:`~symfonic_store.InterruptStore.events` are behind."""
+
+    events: int
+    """Committed events not readable yet: they wait for an older writer to end."""
+    writers: int
+    """The store's write transactions in flight when it was measured."""
+    oldest_writer_seconds: float | None
+    """How long the oldest of them had been open; None when none is (or, on PostgreSQL,
+    when the server does not show this role that session's start)."""
+
+
+
+
+PAGE_SIZE = 1000
+
+
+def _native_open(row: dict[str, Any]) -> dict[str, Any]:
+    """An open LangGraph interrupt as ``open_interrupts()`` lists it."""
+    return {
+        "thread_id": row["thread_id"],
+        "interrupt_id": row["interrupt_id"],
+        "name": row["name"],
+        "payload": row["payload"],
+        "minted_at": row["minted_at"],
+        "source": NATIVE_SOURCE,
+        "graph": row["graph"],
+        "breakpoint": row["breakpoint"],
+        "checkpoint_id": row["checkpoint_id"],
+        "actor": row["actor"],
+    }
+
+
+def _native_pending(row: dict[str, Any]) -> dict[str, Any]:
+    """An open LangGraph interrupt as ``list_pending()`` lists it: the marker's keys."""
+    return {
+        "name": row["name"],
+        "interrupt_id": row["interrupt_id"],
+        "payload": row["payload"],
+        "tool_call_id": None,
+        "run_id": None,
+        "minted_at": row["minted_at"],
+        "thread_id": row["thread_id"],
+        "source": NATIVE_SOURCE,
+        "graph": row["graph"],
+    }
+
+
+def _state_of(thread: ThreadState | None) -> dict[str, Any]:
+    if thread is None:
+        return {PENDING_KEY: None, "run_id": None}
+    return thread.as_state()
+
+
+
+class ReadOps(Settings):
+    """The reads of the projection and of the log."""
+
+    def _thread(self, thread_id: Any) -> Op[ThreadState | None]:
+        t = validation.required_id(thread_id, "thread_id")
+        return Op(partial(load_thread, thread_id=t, for_update=False), write=False)
+
+    def pending(self, thread_id: str) -> Plan[dict[str, Any] | None]:
+        """The thread's projected ``_interrupt_pending`` (the seed's shape), or None."""
+        thread = yield self._thread(thread_id)
+        pending: dict[str, Any] | None = _state_of(thread)[PENDING_KEY]
+        return pending
+
+    def state(self, thread_id: str) -> Plan[dict[str, Any]]:
+        """``{"_interrupt_pending": ..., "run_id": ...}`` as projected from the events."""
+        thread = yield self._thread(thread_id)
+        return _state_of(thread)
+
+    def is_current(self, thread_id: str, ttl_seconds: float | None = None) -> Plan[bool]:
+        """The seed predicate on the projected state (the store's TTL by default)."""
+        ttl = self.ttl(ttl_seconds)
+        thread = yield self._thread(thread_id)
+        return interrupt_pending_is_current(_state_of(thread), ttl)
+
+    def list_pending(
+        self, *, older_than: float | None = None, limit: int | None = None
+    ) -> Plan[list[dict[str, Any]]]:
+        """Pending interrupts across all threads, oldest first: each marker plus ``thread_id``."""
+        age = validation.ttl(older_than, "older_than")
+        n = validation.positive_int(limit, "limit", optional=True)
+
+        def run(conn: Connection) -> list[dict[str, Any]]:
+            since_before = None if age is None else time.time() - age
+            rows = pending_threads(conn, since_before=since_before, limit=n)
+            markers = [
+                (r.pending_since or 0.0, {**(r.pending or {}), "thread_id": r.thread_id})
+                for r in rows
+            ]
+            natives = [
+                (row["minted_at"], _native_pending(row))
+                for row in read_open_interrupts(conn, since_before=since_before, limit=n)
+            ]
+            merged = sorted(markers + natives, key=lambda pair: pair[0])
+            return [item for _, item in (merged if n is None else merged[:n])]
+
+        items: list[dict[str, Any]] = yield Op(run, write=False)
+        return items
+
+    def open_interrupts(self, thread_id: str) -> Plan[list[dict[str, Any]]]:
+        """Everything the thread waits on, oldest first: the seed marker and LangGraph's own.
+
+        Each is a dict with ``thread_id``, ``interrupt_id``, ``name``, ``payload``,
+        ``minted_at`` (Unix seconds) and ``source`` (``"marker"`` or ``"langgraph"``);
+        LangGraph's also carry ``graph``, ``breakpoint``, ``checkpoint_id``, the
+        requester (``actor``) and, while an answer is in flight, ``claimed_by``; an
+        answer whose outcome is unknown (SPEC §12) adds ``outcome_unknown: True`` and
+        ``claimed_at`` (Unix seconds).
+        """
+        t = validation.required_id(thread_id, "thread_id")
+
+        def run(conn: Connection) -> list[dict[str, Any]]:
+            thread = load_thread(conn, t, for_update=False)
+            if thread is None:
+                return []
+            items = []
+            if thread.pending is not None:
+                items.append(
+                    {
+                        "thread_id": t,
+                        "interrupt_id": thread.pending_interrupt_id,
+                        "name": thread.pending.get("name"),
+                        "payload": thread.pending.get("payload"),
+                        "minted_at": thread.pending_since,
+                        "source": MARKER_SOURCE,
+                    }
+                )
+            claims = claim_rows(conn, t)
+            for row in open_rows(conn, t):
+                item = _native_open(row)
+                held = claims.get(row["interrupt_id"])
+                if held is not None:
+                    item["claimed_by"] = held["actor"]
+                    if settlement.unknown_record(conn, t, row["interrupt_id"], held) is not None:
+                        item["outcome_unknown"] = True
+                        item["claimed_at"] = held["claimed_at"]
+                items.append(item)
+            return sorted(items, key=lambda i: i["minted_at"] or 0.0)
+
+        items: list[dict[str, Any]] = yield Op(run, write=False)
+        return items
+
+    def history(self, thread_id: str) -> Plan[list[StoredEvent]]:
+        """The thread's events in order."""
+        t = validation.required_id(thread_id, "thread_id")
+        events: list[StoredEvent] = yield Op(
+            partial(read_page, query=thread_events_query(t)), write=False
+        )
+        return events
+
+    def events(self, *, after: int = 0, limit: int | None = None) -> Plan[list[StoredEvent]]:
+        """Events after a global position, in a commit-safe order (page with ``limit``).
+
+        Pass the position of the last event you saw as ``after``: each event comes once,
+        and one that commits late is never skipped (I11). On SQLite the order is
+        position order; on PostgreSQL, whose writers commit in parallel, it is commit-safe
+        order -- position order within each thread, though positions across threads may
+        then not be strictly increasing (see docs/reliability.md).
+        """
+        a = validation.non_negative_int(after, "after")
+        n = validation.positive_int(limit, "limit", optional=True)
+        events: list[StoredEvent] = yield Op(partial(events_after, after=a, limit=n), write=False)
+        return events
+
+    def iter_events(self, *, after: int = 0, page_size: int = PAGE_SIZE) -> Plan[None]:
+        """Every event after ``after`` in the order of :meth:`events`, page by page."""
+        cursor = validation.non_negative_int(after, "after")
+        size = validation.positive_int(page_size, "page_size")
+        assert size is not None
+        while True:
+            page: list[StoredEvent] = yield Op(
+                partial(events_after, after=cursor, limit=size), write=False
+            )
+            yield Emit(page)
+            if len(page) < size:
+                return
+            cursor = page[-1].position
+
+    def reader_lag(self) -> Plan[ReaderLag]:
+        """How far gap-safe readers are behind the log, for monitoring (``/metrics``).
+
+        On PostgreSQL :meth:`events` returns an event only once every write transaction
+        of the store that started before it has ended (I11): a writer that stays open
+        holds readers back. The report says how many committed events wait, and for how
+        long the oldest writer still in flight has been open. Always zero on SQLite.
+        """
+
+        def run(conn: Connection) -> ReaderLag:
+            if not executor_for(conn).reads_below_horizon:
+                return ReaderLag(events=0, writers=0, oldest_writer_seconds=None)
+            horizon = read_horizon(conn)
+            return ReaderLag(
+                events=events_behind_horizon(conn, horizon),
+                writers=horizon.writers,
+                oldest_writer_seconds=horizon.oldest_writer_seconds,
+            )
+
+        lag: ReaderLag = yield Op(run, write=False)
+        return lag
+
+    def replay(self, thread_id: str, *, until: int | datetime | None = None) -> Plan[None]:
+        """Each event of the thread with the state after it; ``until`` a position or time.
+
+        Iterate the result (``async for`` on the async store, or ``await`` it for a
+        list). The events are read in pages by version, each page in a short read.
+        """
+        t = validation.required_id(thread_id, "thread_id")
+        bound = validation.as_of(until)
+        if isinstance(bound, datetime):
+            query = thread_events_query(t, until_time=bound)
+        else:
+            query = thread_events_query(t, until_position=bound)
+        fold = Replay(t)
+        last_version = 0
+        while True:
+            page_query = query.where(query.selected_columns.version > last_version).limit(PAGE_SIZE)
+            page: list[StoredEvent] = yield Op(partial(read_page, query=page_query), write=False)
+            yield Emit(fold.steps(page))
+            if len(page) < PAGE_SIZE:
+                return
+            last_version = page[-1].version
+
+    def audit(
+        self,
+        *,
+        thread_id: str | None = None,
+        actor: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        decision: str | None = None,
+    ) -> Plan[list[AuditRecord]]:
+        """One record per interrupt, oldest first: who answered what, and when.
+
+        ``decision`` keeps the records whose reported decision (recorded or derived,
+        SPEC §12) is exactly that word."""
+        fn = partial(
+            audit,
+            thread_id=validation.text_id(thread_id, "thread_id", optional=True),
+            actor=validation.text_id(actor, "actor", optional=True),
+            since=validation.moment(since, "since"),
+            until=validation.moment(until, "until"),
+            decision=validation.text_id(decision, "decision", optional=True),
+        )
+        records: list[AuditRecord] = yield Op(fn, write=False)
+        return records
+
+    def verify(self, thread_id: str | None = None) -> Plan[VerifyReport]:
+        """Check the hash chains, and each thread's projection head against its last event.
+
+        The report names the first problem per thread: a broken link of its chain, or a
+        projection head its events no longer reach (events removed from the end of the
+        thread). With ``thread_id``, a thread that has no events is a problem too.
+        """
+        t = validation.text_id(thread_id, "thread_id", optional=True)
+        report: VerifyReport = yield Op(partial(verify, thread_id=t), write=False)
+        return report
