@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
 from symfonic_store import InterruptStore
-from symfonic_store.append import ThreadWriter, flush, run_write
 from symfonic_store.event_types import EventType, all_types, registered
 from symfonic_store.events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED, ROUTE_DECIDED
+from symfonic_store.store.append import ThreadWriter, flush, run_write
 
 Op = tuple[Any, ...]
 

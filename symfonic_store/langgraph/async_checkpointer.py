@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph.checkpoint.base import CheckpointTuple
 
 from .. import validation
+from ..db.backends import backend_of
 from ..db.translate import translate_errors
 from ..store.plan import Op
 from .loopcall import LoopCall
@@ -48,7 +49,7 @@ class AsyncStoreCheckpointer(_Checkpointer):
     """
 
     def __init__(self, store: AsyncInterruptStore) -> None:
-        super().__init__(store, _Sql(store.engine.dialect.name, asynchronous=True))
+        super().__init__(store, _Sql(backend_of(store.engine), asynchronous=True))
         self._loop = LoopCall(_SYNC_REFUSED)
 
     async def _run(self, op: Op[Any]) -> Any:
@@ -57,7 +58,7 @@ class AsyncStoreCheckpointer(_Checkpointer):
             # Reads of LangGraph's tables, outside a transaction as its savers read.
             with translate_errors():
                 async with self.store.engine.connect() as aconn:
-                    if self._sql.postgres:
+                    if self._sql.backend.checkpoint_reads_autocommit:
                         aconn = await aconn.execution_options(isolation_level="AUTOCOMMIT")
                     return await aconn.run_sync(_read, op)
         if not self._queue_writers:
@@ -73,7 +74,7 @@ class AsyncStoreCheckpointer(_Checkpointer):
         """
         with translate_errors():
             async with self.store.engine.connect() as aconn:
-                if self._sql.postgres:
+                if self._sql.backend.checkpoint_setup_autocommit:
                     aconn = await aconn.execution_options(isolation_level="AUTOCOMMIT")
                 await aconn.run_sync(self._sql.setup)
         self._is_setup = True
@@ -149,7 +150,7 @@ class AsyncStoreCheckpointer(_Checkpointer):
         if how == "delete":
             for t in ids:
                 recorded += self._collect("record_waiting", t, [])
-        if not self._sql.postgres:
+        if not self._sql.backend.checkpoint_saver_prunes:
             for op in self._prune_sqlite(ids, how, recorded):
                 await self._run(op)
             return

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph.checkpoint.base import CheckpointTuple
 
 from .. import validation
+from ..db.backends import backend_of
 from ..db.translate import translate_errors
 from ..store.plan import Op
 from .async_checkpointer import AsyncStoreCheckpointer
@@ -77,7 +78,7 @@ class StoreCheckpointer(_Checkpointer):
     """
 
     def __init__(self, store: InterruptStore) -> None:
-        super().__init__(store, _Sql(store.engine.dialect.name, asynchronous=False))
+        super().__init__(store, _Sql(backend_of(store.engine), asynchronous=False))
 
     def _run(self, op: Op[Any]) -> Any:
         self._ready()
@@ -97,7 +98,7 @@ class StoreCheckpointer(_Checkpointer):
         (``store.setup()``) first.
         """
         with translate_errors(), self.store.engine.connect() as conn:
-            if self._sql.postgres:
+            if self._sql.backend.checkpoint_setup_autocommit:
                 conn = conn.execution_options(isolation_level="AUTOCOMMIT")
             self._sql.setup(conn)
         self._is_setup = True
@@ -165,7 +166,7 @@ class StoreCheckpointer(_Checkpointer):
             return
         # Deleted, a thread waits on nothing: its open interrupts are closed (superseded).
         recorded = [op for t in ids for op in self._collect("record_waiting", t, [])] if how == "delete" else []
-        if not self._sql.postgres:
+        if not self._sql.backend.checkpoint_saver_prunes:
             for op in self._prune_sqlite(ids, how, recorded):
                 self._run(op)
             return

@@ -23,9 +23,7 @@ from sqlalchemy.engine import Connection
 from ..db import checkpoints as tables
 
 if TYPE_CHECKING:
-    pass
-
-
+    from ..db.backends import Backend
 
 
 def serializer() -> JsonPlusSerializer:
@@ -100,12 +98,12 @@ class _Sql:
     asyncio store (its coroutines awaited from inside ``run_sync``).
     """
 
-    def __init__(self, dialect: str, *, asynchronous: bool) -> None:
+    def __init__(self, backend: Backend, *, asynchronous: bool) -> None:
         self.serde = serializer()
-        self.postgres = dialect == "postgresql"
-        self.layout = tables.POSTGRES if self.postgres else tables.SQLITE
-        self.awaits = self.postgres and asynchronous
-        if self.postgres:
+        self.backend = backend
+        self.layout = backend.checkpoint_layout
+        self.awaits = backend.async_checkpoint_saver and asynchronous
+        if backend.checkpoint_saver == "postgres":
             sync_class, self._async_class = _postgres_classes()
             self._template: Any = sync_class(None, serde=self.serde)
         else:
@@ -133,7 +131,7 @@ class _Sql:
         else:
             saver = copy.copy(self._template)
             saver.conn = conn.connection.dbapi_connection
-            if self.postgres:
+            if self.backend.checkpoint_saver == "postgres":
                 saver.lock = threading.Lock()
         info[self] = saver
         return saver
@@ -158,7 +156,7 @@ class _Sql:
 
     def setup(self, conn: Connection) -> None:
         """Create (or migrate) the saver's tables: its own ``setup()``, outside a transaction."""
-        if not self.postgres:
+        if not self.backend.checkpoint_setup_autocommit:
             saver = copy.copy(self._template)
             dbapi = conn.connection.dbapi_connection
             driver = conn.connection.driver_connection

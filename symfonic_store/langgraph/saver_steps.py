@@ -18,7 +18,6 @@ from sqlalchemy.engine import Connection
 
 from .. import native
 from ..db import checkpoints as tables
-from ..db.statements import lock_thread_steps
 from ..errors import InvalidInputError
 from ..store import admission
 from ..store.plan import Op
@@ -113,7 +112,7 @@ class _Checkpointer(BaseCheckpointSaver[str]):
         self._sql = sql
         self._steps = StepWrites()
         self._is_setup = False
-        self._queue_writers = not sql.postgres
+        self._queue_writers = sql.backend.single_writer
 
     def defer_writes(self, config: Any) -> AbstractContextManager[None]:
         """Let the store writes made inside commit with this task's step (node, router).
@@ -167,15 +166,15 @@ class _Checkpointer(BaseCheckpointSaver[str]):
             if taken is None:  # once: a retried transaction runs the same writes again
                 taken = []
                 if waiting is not None and self._steps.has(waiting[0]):
-                    if self._sql.postgres:
-                        # A lock on the thread id, not its projection row: a new thread
-                        # has no row yet, and its first steps would take in any order.
-                        lock_thread_steps(conn, waiting[0])
+                    # A lock on the thread id, not its projection row: a new thread has
+                    # no row yet, and its first steps would take in any order (the
+                    # backend's: SQLite's writers take turns already).
+                    self._sql.backend.lock_thread_steps(conn, waiting[0])
                     taken = waiting[1]()
                     if taken and flight is not None:
                         flight.append(waiting[0])
-            elif taken and waiting is not None and self._sql.postgres:
-                lock_thread_steps(conn, waiting[0])  # a retry holds the same records
+            elif taken and waiting is not None:
+                self._sql.backend.lock_thread_steps(conn, waiting[0])  # a retry holds the same records
             # Taken first: if LangGraph's SQL fails, they go with the transaction.
             result = sql_work(conn)
             for op in (*taken, *records):

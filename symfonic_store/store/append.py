@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy.engine import Connection
 
+from ..audit_columns import copied_key
 from ..db.executor import executor_for
 from ..db.statements import (
     delete_open_interrupts,
@@ -34,7 +35,7 @@ from ..db.statements import (
 )
 from ..db.translate import translate_errors
 from ..errors import ConcurrencyConflictError, SymfonicStoreError
-from ..events import ENDINGS, MINTED, RESUMED, NewEvent, canonical_json, seal
+from ..events import ENDINGS, MINTED, NewEvent, canonical_json, seal
 from ..projection import ThreadState, apply, is_native_mint, open_from_event
 from ..projection_gaps import note_opened, refuse_projection_behind, watching
 from ..protocol import MARKER_KEYS
@@ -42,10 +43,6 @@ from ..protocol import MARKER_KEYS
 T = TypeVar("T")
 
 WRITE_ATTEMPTS = 5
-
-_COPIED = {MINTED: "payload", RESUMED: "response"}
-"""The key of ``data`` an audit column copies as JSON, by event type (audit_columns.py)."""
-
 
 @dataclass(frozen=True, slots=True)
 class Refusal:
@@ -124,7 +121,7 @@ class ThreadWriter:
         """
         # The values the audit columns copy are encoded once, here or by the caller,
         # and spliced into the data's JSON: the row binds the same text twice.
-        copied = _COPIED.get(type)
+        copied = copied_key(type)
         if copied is not None and copied in data and data[copied] is not None:
             if encoded is None or copied not in encoded:
                 encoded = {**(encoded or {}), copied: canonical_json(data[copied])}
