@@ -67,10 +67,11 @@ if TYPE_CHECKING:
         request_interrupt,
     )
     from .services.audit import AuditRecord
-    from .services.sweep import NOT_HELD, SweepReport
+    from .services.sweep import NOT_HELD
     from .services.verify import BrokenLink, VerifyReport
     from .store import AsyncInterruptStore, InterruptStore
     from .store.read_ops import ReaderLag
+    from .sweep_report import SweepReport
 
 __version__ = "0.1.0"
 
@@ -83,7 +84,7 @@ _LAZY = {
     "InterruptStore": "store",
     "AuditRecord": "services.audit",
     "DecisionRule": "decisions",
-    "SweepReport": "services.sweep",
+    "SweepReport": "sweep_report",
     "NOT_HELD": "services.sweep",
     "ReaderLag": "store.read_ops",
     "BrokenLink": "services.verify",

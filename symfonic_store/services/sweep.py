@@ -56,13 +56,7 @@ from ..db.wakeups import owed_by_graph
 from ..events import EXPIRED
 from ..protocol import PENDING_KEY, stale_reason
 from ..store.append import ThreadWriter, flush
-
-# The report is a value of its own (errors.py carries it too); its names stay reachable
-# from here, where symfonic_store.__init__, store/ops.py and services/wakeups.py import them.
-from ..sweep_report import Expiry as Expiry
-from ..sweep_report import SweepReport as SweepReport
-from ..sweep_report import graph_label as graph_label
-from ..sweep_report import graph_order as graph_order
+from ..sweep_report import Expiry
 
 CLAIM_LEASE_SECONDS = 900.0
 """How long a gateway answer may hold its claim before a sweep treats its process as

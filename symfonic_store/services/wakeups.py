@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 from ..db import wakeups as rows
 from ..errors import InvalidInputError
 from ..store.append import utc_now
-from .sweep import graph_label, graph_order
+from ..sweep_report import graph_label, graph_order
 
 
 def owed(conn: Connection) -> list[dict[str, Any]]:

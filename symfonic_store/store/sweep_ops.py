@@ -19,8 +19,6 @@ from ..services.rebuild import Progress, rebuild
 from ..services.sweep import (
     CLAIM_LEASE_SECONDS,
     NOT_HELD,
-    Expiry,
-    SweepReport,
     WakeClaim,
     claim_owed,
     count_owed,
@@ -29,6 +27,7 @@ from ..services.sweep import (
     sweep_batch,
     sweep_native_batch,
 )
+from ..sweep_report import Expiry, SweepReport
 from . import settlement
 from .plan import Call, OnExpired, Op, Plan
 from .settings import Settings
