@@ -8,8 +8,9 @@ transaction on a synchronous ``Connection`` and appends through a
 - :func:`record_waiting` mints every interrupt a thread waits on that the store has
   not seen, and closes (``superseded``, ``detected_by: gateway``) every open one
   LangGraph no longer waits on — unless an answer to it is in flight.
-- :func:`claim` is an answer's first phase: the checks of ``store.resume`` (unknown,
-  resolved, expired, stale by TTL, the approvers policy), then a claim row whose
+- :func:`claim` is an answer's first phase: the rules of :mod:`.rules` it shares with
+  ``store.resume`` (unknown, resolved, expired, stale by TTL, the approvers policy),
+  then a claim row whose
   primary key lets one answer hold the interrupt; a concurrent answer is refused
   (``in_progress``, naming the claimant). The claim commits before the graph runs.
 - :func:`confirm` turns the claim into ``interrupt.resumed`` once LangGraph consumed the
@@ -52,9 +53,10 @@ from ..errors import (
     UnknownInterruptError,
 )
 from ..events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED
-from ..projection import is_native_mint
 from ..projection_gaps import missing_row
-from .lifecycle import Rules, refuse
+from . import rules as rule
+from .lifecycle import refuse
+from .rules import Rules
 from .settlement import OUTCOME_UNKNOWN, answer_data, unknown_record
 
 
@@ -226,35 +228,34 @@ def claim(
     opened = {r["interrupt_id"]: r for r in open_rows(conn, thread_id)}
     row = opened.get(interrupt_id)
     if row is None:
-        history = interrupt_events(conn, thread_id, interrupt_id)
-        minted = next((e for e in history if e.type == MINTED), None)
-        ending = next((e for e in history if e.type != MINTED), None)
-        if minted is not None and ending is None and not is_native_mint(minted.data):
+        minted, ending = rule.mint_and_ending(interrupt_events(conn, thread_id, interrupt_id))
+        if minted is not None and ending is None and rule.wrong_path(minted, native=True):
             raise InvalidInputError(
                 "interrupt_id", f"{where} is a seed marker: answer it with store.resume(...)"
             )
-        if ending is not None and ending.type == RESUMED:
+        over = rule.ended(ending)
+        if over is not None and ending is not None:
+            if over.why == rule.ALREADY_RESOLVED:
+                return _refuse(
+                    w, interrupt_id, response, actor, over.why,
+                    InterruptAlreadyResolvedError(
+                        f"{where} was already answered by {ending.actor!r} at "
+                        f"{rule.when(ending)}; this answer was not applied and has been "
+                        "recorded as rejected",
+                        thread_id=thread_id, interrupt_id=interrupt_id,
+                    ),
+                )
             return _refuse(
-                w, interrupt_id, response, actor, "already_resolved",
-                InterruptAlreadyResolvedError(
-                    f"{where} was already answered by {ending.actor!r} at "
-                    f"{ending.occurred_at.isoformat(timespec='seconds')}; this answer was not "
-                    "applied and has been recorded as rejected",
-                    thread_id=thread_id, interrupt_id=interrupt_id,
-                ),
-            )
-        if ending is not None:
-            reason = ending.data.get("reason")
-            return _refuse(
-                w, interrupt_id, response, actor, "expired",
+                w, interrupt_id, response, actor, over.why,
                 InterruptExpiredError(
-                    f"{where} expired at {ending.occurred_at.isoformat(timespec='seconds')} "
-                    f"(reason: {reason}); the answer was not applied and has been recorded",
-                    thread_id=thread_id, interrupt_id=interrupt_id, reason=str(reason),
+                    f"{where} expired at {rule.when(ending)} (reason: {over.reason}); the "
+                    "answer was not applied and has been recorded",
+                    thread_id=thread_id, interrupt_id=interrupt_id, reason=str(over.reason),
                 ),
             )
+        # Neither minted nor ended here (an ending implies its mint).
         return _refuse(
-            w, interrupt_id, response, actor, "unknown",
+            w, interrupt_id, response, actor, rule.UNKNOWN,
             UnknownInterruptError(
                 f"{where} is unknown: LangGraph is not waiting on it and nothing was minted "
                 "with that id; `symfonic-store pending --thread T` (or store.open_interrupts(thread_id)) "
@@ -263,23 +264,28 @@ def claim(
             ),
         )
     held = claim_rows(conn, thread_id).get(interrupt_id)
-    if held is not None and unknown_record(conn, thread_id, interrupt_id, held) is not None:
+    busy = rule.held(
+        held,
+        outcome_unknown=held is not None
+        and unknown_record(conn, thread_id, interrupt_id, held) is not None,
+    )
+    if busy is not None and held is not None:
+        if busy.why == OUTCOME_UNKNOWN:
+            return _refuse(
+                w, interrupt_id, response, actor, busy.why,
+                InterruptOutcomeUnknownError(
+                    f"{where} was claimed by {held['actor']!r} at {_when(held['claimed_at'])}, whose "
+                    "process stopped before the checkpoint showed the answer taken: the graph may "
+                    "have acted. No answer is admitted until an operator settles it: "
+                    f"`symfonic-store settle {thread_id} {interrupt_id} --as taken|not-taken "
+                    "--actor WHO` (store.settle); this answer was not applied and has been recorded",
+                    thread_id=thread_id, interrupt_id=interrupt_id,
+                    claimant=held["actor"], claimed_at=held["claimed_at"],
+                ),
+                claimant=held["actor"],
+            )
         return _refuse(
-            w, interrupt_id, response, actor, OUTCOME_UNKNOWN,
-            InterruptOutcomeUnknownError(
-                f"{where} was claimed by {held['actor']!r} at {_when(held['claimed_at'])}, whose "
-                "process stopped before the checkpoint showed the answer taken: the graph may "
-                "have acted. No answer is admitted until an operator settles it: "
-                f"`symfonic-store settle {thread_id} {interrupt_id} --as taken|not-taken "
-                "--actor WHO` (store.settle); this answer was not applied and has been recorded",
-                thread_id=thread_id, interrupt_id=interrupt_id,
-                claimant=held["actor"], claimed_at=held["claimed_at"],
-            ),
-            claimant=held["actor"],
-        )
-    if held is not None:
-        return _refuse(
-            w, interrupt_id, response, actor, "in_progress",
+            w, interrupt_id, response, actor, busy.why,
             InterruptInProgressError(
                 f"{where} is being answered by {held['actor']!r} (claimed at "
                 f"{_when(held['claimed_at'])}); this answer was not applied and has been "
@@ -289,23 +295,27 @@ def claim(
             ),
             claimant=held["actor"],
         )
-    ttl = rules.ttl_seconds
-    if ttl is not None and not row["breakpoint"] and time.time() - row["minted_at"] > ttl:
+    # A native mint names no run (its ``run_id`` is None): only the TTL can make it stale.
+    stale = rule.stale(
+        {"minted_at": row["minted_at"]}, None, rules.ttl_seconds, breakpoint=bool(row["breakpoint"])
+    )
+    if stale is not None:
         w.append(
-            EXPIRED, interrupt_id=interrupt_id, data={"reason": "ttl", "detected_by": "resume"}
+            EXPIRED, interrupt_id=interrupt_id, data={"reason": stale.reason, "detected_by": "resume"}
         )
         return _refuse(
-            w, interrupt_id, response, actor, "expired",
+            w, interrupt_id, response, actor, stale.why,
             InterruptExpiredError(
-                f"{where} is stale (reason: ttl) and is now expired; the answer was not "
-                "applied and has been recorded as rejected",
-                thread_id=thread_id, interrupt_id=interrupt_id, reason="ttl",
+                f"{where} is stale (reason: {stale.reason}) and is now expired; the answer was "
+                "not applied and has been recorded as rejected",
+                thread_id=thread_id, interrupt_id=interrupt_id, reason=stale.reason,
             ),
         )
     view = {"name": row["name"], "interrupt_id": interrupt_id, "payload": row["payload"]}
-    if rules.approvers is not None and not rules.approvers(thread_id, view, actor):
+    refused = rule.not_allowed(rules.approvers, thread_id, view, actor)
+    if refused is not None:
         return _refuse(
-            w, interrupt_id, response, actor, "not_allowed",
+            w, interrupt_id, response, actor, refused.why,
             ResumeNotAllowedError(
                 f"{actor!r} may not answer {where}: the approvers policy refuses it; "
                 "the attempt has been recorded",

@@ -7,15 +7,14 @@ stores call them; the asyncio store through ``run_sync``) and appends through a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy.engine import Connection
 
 from ..append import Refusal, ThreadWriter, flush
 from ..db.statements import interrupt_events, was_minted
-from ..decisions import DecisionRule, decide
+from ..decisions import decide
 from ..errors import (
     InterruptAlreadyResolvedError,
     InterruptExpiredError,
@@ -25,31 +24,13 @@ from ..errors import (
     ResumeNotAllowedError,
     UnknownInterruptError,
 )
-from ..events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED, ROUTE_DECIDED, StoredEvent
-from ..projection import is_native_mint
+from ..events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED, ROUTE_DECIDED
 from ..projection_gaps import REBUILD_HINT, missing_row
-from ..protocol import PENDING_KEY, expired_resume_value, stale_reason
-
-ApproverPolicy = Callable[[str, dict[str, Any], str | None], bool]
-"""``policy(thread_id, marker, actor) -> bool``: may this actor resume this interrupt?"""
-
-
-@dataclass(frozen=True, slots=True)
-class Rules:
-    """The store's settings that the rules consult."""
-
-    ttl_seconds: float | None = None
-    approvers: ApproverPolicy | None = None
-    decisions: DecisionRule | None = None
-
-
-def payload_approvers(thread_id: str, marker: dict[str, Any], actor: str | None) -> bool:
-    """The built-in policy: ``payload["approvers"]``, when present, lists who may resume."""
-    payload = marker.get("payload")
-    if isinstance(payload, dict) and isinstance(payload.get("approvers"), list):
-        return actor is not None and actor in payload["approvers"]
-    return True
-
+from ..protocol import PENDING_KEY
+from . import rules as rule
+from .rules import ApproverPolicy as ApproverPolicy  # where the store's front doors import it
+from .rules import Rules as Rules
+from .rules import payload_approvers as payload_approvers
 
 # --- mint --------------------------------------------------------------------------
 
@@ -150,7 +131,8 @@ def record_router_decision(
     if marker is not None:
         interrupt_id = marker["interrupt_id"]
         mint_into(w, marker, None, encoded)
-        reason = stale_reason(state, ttl_seconds)
+        stale = rule.stale(state.get(PENDING_KEY), state.get("run_id"), ttl_seconds)
+        reason = None if stale is None else stale.reason
         if reason is not None and w.state.pending_interrupt_id == interrupt_id:
             w.append(
                 EXPIRED,
@@ -168,10 +150,6 @@ def record_router_decision(
 
 
 # --- resume ------------------------------------------------------------------------
-
-
-def _when(event: StoredEvent) -> str:
-    return event.occurred_at.isoformat(timespec="seconds")
 
 
 def refuse(
@@ -224,11 +202,8 @@ def resume(
         return _admit_pending(
             w, rules, interrupt_id, response, actor, where, response_json, authenticated_by
         )
-    history = interrupt_events(conn, thread_id, interrupt_id)
-    minted = next((e for e in history if e.type == MINTED), None)
-    ending = next((e for e in history if e.type != MINTED), None)
-
-    if minted is None:
+    minted, ending = rule.mint_and_ending(interrupt_events(conn, thread_id, interrupt_id))
+    if rule.unknown(minted) is not None:
         if not w.existed:
             gap = missing_row(conn, thread_id)
             if gap is not None:  # the log has the thread: its projection row went missing
@@ -244,7 +219,7 @@ def resume(
                 )
             )
         return refuse(
-            w, interrupt_id, response, actor, "unknown",
+            w, interrupt_id, response, actor, rule.UNKNOWN,
             UnknownInterruptError(
                 f"{where} is unknown: nothing was minted with that id; check the thread and "
                 "interrupt ids (`symfonic-store pending` lists what is waiting)",
@@ -252,34 +227,31 @@ def resume(
             ),
             response_json=response_json,
         )
-    if ending is not None and ending.type == RESUMED:
-        admitted = ending.data.get("response")
-        if admitted == response and (from_node or ending.actor == actor):
+    assert minted is not None  # rule.unknown admitted it
+    over = rule.ended(ending)
+    if over is not None and ending is not None:
+        if rule.answered_again(ending, response, actor, from_node=from_node):
             return response
+        if over.why == rule.ALREADY_RESOLVED:
+            return refuse(
+                w, interrupt_id, response, actor, over.why,
+                InterruptAlreadyResolvedError(
+                    f"{where} was already resumed by {ending.actor!r} at {rule.when(ending)}; "
+                    "this answer was not applied and has been recorded as rejected",
+                    thread_id=thread_id, interrupt_id=interrupt_id,
+                ),
+                response_json=response_json,
+            )
         return refuse(
-            w, interrupt_id, response, actor, "already_resolved",
-            InterruptAlreadyResolvedError(
-                f"{where} was already resumed by {ending.actor!r} at {_when(ending)}; "
-                "this answer was not applied and has been recorded as rejected",
-                thread_id=thread_id, interrupt_id=interrupt_id,
-            ),
-            response_json=response_json,
-        )
-    if ending is not None:
-        reason = ending.data.get("reason")
-        if from_node and response == expired_resume_value(str(reason)):
-            return response
-        return refuse(
-            w, interrupt_id, response, actor, "expired",
+            w, interrupt_id, response, actor, over.why,
             InterruptExpiredError(
-                f"{where} expired at {_when(ending)} (reason: {reason}); the answer was not "
-                "applied and has been recorded as rejected: ask again with a new interrupt",
-                thread_id=thread_id, interrupt_id=interrupt_id, reason=str(reason),
+                f"{where} expired at {rule.when(ending)} (reason: {over.reason}); the answer was "
+                "not applied and has been recorded as rejected: ask again with a new interrupt",
+                thread_id=thread_id, interrupt_id=interrupt_id, reason=str(over.reason),
             ),
             response_json=response_json,
         )
-
-    if is_native_mint(minted.data):
+    if rule.wrong_path(minted, native=False):
         # LangGraph's own interrupt: admitting it here would record an answer before
         # LangGraph consumed it. The gateway admits it in two phases.
         raise InvalidInputError(
@@ -315,15 +287,10 @@ def node_resume_settled(
     ``response`` without writing -- the interrupt already ended with exactly this
     answer admitted, or expired and this is its wake-up. An ending is final, so what
     this finds stays true; anything else is left to the write path."""
-    history = interrupt_events(conn, thread_id, interrupt_id)
-    minted = next((e for e in history if e.type == MINTED), None)
-    ending = next((e for e in history if e.type != MINTED), None)
+    minted, ending = rule.mint_and_ending(interrupt_events(conn, thread_id, interrupt_id))
     if minted is None or ending is None:
         return False, None
-    if ending.type == RESUMED:
-        return ending.data.get("response") == response, response
-    reason = ending.data.get("reason")
-    return response == expired_resume_value(str(reason)), response
+    return rule.answered_again(ending, response, None, from_node=True), response
 
 
 def _admit_pending(
@@ -343,11 +310,12 @@ def _admit_pending(
     thread_id = w.thread_id
     # Still pending: is it stale by the store's TTL or the thread's run_id? (A read-only
     # view of the state: no copy of the marker needed.)
-    reason = stale_reason({PENDING_KEY: w.state.pending, "run_id": w.state.run_id}, rules.ttl_seconds)
-    if reason is not None:
+    stale = rule.stale(w.state.pending, w.state.run_id, rules.ttl_seconds)
+    if stale is not None:
+        reason = stale.reason
         w.append(EXPIRED, interrupt_id=interrupt_id, data={"reason": reason, "detected_by": "resume"})
         return refuse(
-            w, interrupt_id, response, actor, "expired",
+            w, interrupt_id, response, actor, stale.why,
             InterruptExpiredError(
                 f"{where} is stale (reason: {reason}) and is now expired; the answer was not "
                 "applied and has been recorded as rejected: ask again with a new interrupt",
@@ -356,9 +324,10 @@ def _admit_pending(
             response_json=response_json,
         )
     marker = w.state.pending or {}
-    if rules.approvers is not None and not rules.approvers(thread_id, marker, actor):
+    refused = rule.not_allowed(rules.approvers, thread_id, marker, actor)
+    if refused is not None:
         return refuse(
-            w, interrupt_id, response, actor, "not_allowed",
+            w, interrupt_id, response, actor, refused.why,
             ResumeNotAllowedError(
                 f"{actor!r} may not resume {where}: the approvers policy refuses it; "
                 "the attempt has been recorded",
@@ -437,7 +406,7 @@ def expire(
         if not w.existed and (gap := missing_row(conn, thread_id)) is not None:
             raise gap  # the log has the thread: its projection row went missing
         history = interrupt_events(conn, thread_id, interrupt_id)
-        ending = next((e for e in history if e.type != MINTED), None)
+        ending = rule.mint_and_ending(history)[1]
         if not history:
             raise UnknownInterruptError(
                 f"{where} is unknown: nothing was minted with that id",
@@ -445,7 +414,7 @@ def expire(
             )
         if ending is not None and ending.type == RESUMED:
             raise InterruptAlreadyResolvedError(
-                f"{where} was already resumed by {ending.actor!r} at {_when(ending)}; "
+                f"{where} was already resumed by {ending.actor!r} at {rule.when(ending)}; "
                 "it cannot be expired",
                 thread_id=thread_id, interrupt_id=interrupt_id,
             )
