@@ -43,11 +43,8 @@ from ..db.statements import (
 )
 from ..decisions import decide, decide_unrefusable, is_reject
 from ..errors import (
-    InterruptAlreadyResolvedError,
-    InterruptExpiredError,
     InterruptInProgressError,
     InterruptOutcomeUnknownError,
-    InterruptStateError,
     InvalidInputError,
     ResumeNotAllowedError,
     UnknownInterruptError,
@@ -55,7 +52,7 @@ from ..errors import (
 from ..events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED
 from ..projection_gaps import missing_row
 from . import rules as rule
-from .lifecycle import refuse
+from .lifecycle import Answer
 from .rules import Rules
 from .settlement import OUTCOME_UNKNOWN, answer_data, unknown_record
 
@@ -185,18 +182,6 @@ def waiting_settled(
 # --- answers: claim, confirm, release --------------------------------------------------
 
 
-def _refuse(
-    w: ThreadWriter,
-    interrupt_id: str,
-    response: Any,
-    actor: str | None,
-    why: str,
-    error: InterruptStateError,
-    **extra: Any,
-) -> Refusal:
-    return refuse(w, interrupt_id, response, actor, why, error, via="gateway", **extra)
-
-
 def claim(
     conn: Connection,
     rules: Rules,
@@ -208,23 +193,22 @@ def claim(
 ) -> dict[str, Any] | Refusal:
     """An answer's first phase: refuse it (recorded), or claim the interrupt for it.
 
-    The answer's decision is taken now, while it can still be refused (SPEC §12: a
-    decisions function that fails raises :class:`InvalidInputError`, nothing written),
-    and held with the claim until the answer is recorded."""
+    The rules asked, in this order, are those of :mod:`.rules`. The answer's decision is
+    taken now, while it can still be refused (SPEC §12: a decisions function that fails
+    raises :class:`InvalidInputError`, nothing written), and held with the claim until
+    the answer is recorded."""
     w = ThreadWriter(conn, thread_id)
-    where = f"interrupt {interrupt_id!r} on thread {thread_id!r}"
+    answer = Answer(w, interrupt_id, response, actor, data={"via": "gateway"})
+    where = answer.where
     if not w.existed:
         # No projection row, yet the log has the thread: the row went missing.
         gap = missing_row(conn, thread_id)
         if gap is not None:
             return Refusal(gap)
         # A mistyped thread id: refused, and nothing written there (I10).
-        return Refusal(
-            UnknownInterruptError(
-                f"{where} is unknown: the thread has no events; check the thread id",
-                thread_id=thread_id, interrupt_id=interrupt_id,
-            )
-        )
+        return Refusal(answer.error(
+            UnknownInterruptError, f"{where} is unknown: the thread has no events; check the thread id"
+        ))
     opened = {r["interrupt_id"]: r for r in open_rows(conn, thread_id)}
     row = opened.get(interrupt_id)
     if row is None:
@@ -235,34 +219,14 @@ def claim(
             )
         over = rule.ended(ending)
         if over is not None and ending is not None:
-            if over.why == rule.ALREADY_RESOLVED:
-                return _refuse(
-                    w, interrupt_id, response, actor, over.why,
-                    InterruptAlreadyResolvedError(
-                        f"{where} was already answered by {ending.actor!r} at "
-                        f"{rule.when(ending)}; this answer was not applied and has been "
-                        "recorded as rejected",
-                        thread_id=thread_id, interrupt_id=interrupt_id,
-                    ),
-                )
-            return _refuse(
-                w, interrupt_id, response, actor, over.why,
-                InterruptExpiredError(
-                    f"{where} expired at {rule.when(ending)} (reason: {over.reason}); the "
-                    "answer was not applied and has been recorded",
-                    thread_id=thread_id, interrupt_id=interrupt_id, reason=str(over.reason),
-                ),
-            )
+            return answer.refuse_ended(over, ending, answered="answered")
         # Neither minted nor ended here (an ending implies its mint).
-        return _refuse(
-            w, interrupt_id, response, actor, rule.UNKNOWN,
-            UnknownInterruptError(
-                f"{where} is unknown: LangGraph is not waiting on it and nothing was minted "
-                "with that id; `symfonic-store pending --thread T` (or store.open_interrupts(thread_id)) "
-                "lists what is waiting",
-                thread_id=thread_id, interrupt_id=interrupt_id,
-            ),
-        )
+        return answer.refuse(rule.UNKNOWN, answer.error(
+            UnknownInterruptError,
+            f"{where} is unknown: LangGraph is not waiting on it and nothing was minted "
+            "with that id; `symfonic-store pending --thread T` (or store.open_interrupts(thread_id)) "
+            "lists what is waiting",
+        ))
     held = claim_rows(conn, thread_id).get(interrupt_id)
     busy = rule.held(
         held,
@@ -270,58 +234,37 @@ def claim(
         and unknown_record(conn, thread_id, interrupt_id, held) is not None,
     )
     if busy is not None and held is not None:
+        claimant, claimed_at = held["actor"], held["claimed_at"]
         if busy.why == OUTCOME_UNKNOWN:
-            return _refuse(
-                w, interrupt_id, response, actor, busy.why,
-                InterruptOutcomeUnknownError(
-                    f"{where} was claimed by {held['actor']!r} at {_when(held['claimed_at'])}, whose "
-                    "process stopped before the checkpoint showed the answer taken: the graph may "
-                    "have acted. No answer is admitted until an operator settles it: "
-                    f"`symfonic-store settle {thread_id} {interrupt_id} --as taken|not-taken "
-                    "--actor WHO` (store.settle); this answer was not applied and has been recorded",
-                    thread_id=thread_id, interrupt_id=interrupt_id,
-                    claimant=held["actor"], claimed_at=held["claimed_at"],
-                ),
-                claimant=held["actor"],
-            )
-        return _refuse(
-            w, interrupt_id, response, actor, busy.why,
-            InterruptInProgressError(
-                f"{where} is being answered by {held['actor']!r} (claimed at "
-                f"{_when(held['claimed_at'])}); this answer was not applied and has been "
-                "recorded as rejected",
-                thread_id=thread_id, interrupt_id=interrupt_id,
-                claimant=held["actor"], claimed_at=held["claimed_at"],
-            ),
-            claimant=held["actor"],
-        )
+            return answer.refuse(busy.why, answer.error(
+                InterruptOutcomeUnknownError,
+                f"{where} was claimed by {claimant!r} at {_when(claimed_at)}, whose "
+                "process stopped before the checkpoint showed the answer taken: the graph may "
+                "have acted. No answer is admitted until an operator settles it: "
+                f"`symfonic-store settle {thread_id} {interrupt_id} --as taken|not-taken "
+                "--actor WHO` (store.settle); this answer was not applied and has been recorded",
+                claimant=claimant, claimed_at=claimed_at,
+            ), claimant=claimant)
+        return answer.refuse(busy.why, answer.error(
+            InterruptInProgressError,
+            f"{where} is being answered by {claimant!r} (claimed at {_when(claimed_at)}); "
+            "this answer was not applied and has been recorded as rejected",
+            claimant=claimant, claimed_at=claimed_at,
+        ), claimant=claimant)
     # A native mint names no run (its ``run_id`` is None): only the TTL can make it stale.
     stale = rule.stale(
         {"minted_at": row["minted_at"]}, None, rules.ttl_seconds, breakpoint=bool(row["breakpoint"])
     )
     if stale is not None:
-        w.append(
-            EXPIRED, interrupt_id=interrupt_id, data={"reason": stale.reason, "detected_by": "resume"}
-        )
-        return _refuse(
-            w, interrupt_id, response, actor, stale.why,
-            InterruptExpiredError(
-                f"{where} is stale (reason: {stale.reason}) and is now expired; the answer was "
-                "not applied and has been recorded as rejected",
-                thread_id=thread_id, interrupt_id=interrupt_id, reason=stale.reason,
-            ),
-        )
+        return answer.refuse_stale(stale)
     view = {"name": row["name"], "interrupt_id": interrupt_id, "payload": row["payload"]}
     refused = rule.not_allowed(rules.approvers, thread_id, view, actor)
     if refused is not None:
-        return _refuse(
-            w, interrupt_id, response, actor, refused.why,
-            ResumeNotAllowedError(
-                f"{actor!r} may not answer {where}: the approvers policy refuses it; "
-                "the attempt has been recorded",
-                thread_id=thread_id, interrupt_id=interrupt_id,
-            ),
-        )
+        return answer.refuse(refused.why, answer.error(
+            ResumeNotAllowedError,
+            f"{actor!r} may not answer {where}: the approvers policy refuses it; "
+            "the attempt has been recorded",
+        ))
     decided = (
         # A breakpoint's decision is what the gateway does with it (run on, or not).
         None

@@ -8,7 +8,8 @@ stores call them; the asyncio store through ``run_sync``) and appends through a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from sqlalchemy.engine import Connection
 
@@ -24,13 +25,15 @@ from ..errors import (
     ResumeNotAllowedError,
     UnknownInterruptError,
 )
-from ..events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED, ROUTE_DECIDED
+from ..events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED, ROUTE_DECIDED, StoredEvent
 from ..projection_gaps import REBUILD_HINT, missing_row
 from ..protocol import PENDING_KEY
 from . import rules as rule
 from .rules import ApproverPolicy as ApproverPolicy  # where the store's front doors import it
 from .rules import Rules as Rules
 from .rules import payload_approvers as payload_approvers
+
+E = TypeVar("E", bound=InterruptStateError)
 
 # --- mint --------------------------------------------------------------------------
 
@@ -175,6 +178,66 @@ def refuse(
     return Refusal(error)
 
 
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An answer being judged: who answers which interrupt with what, and how a refusal
+    of it is told and recorded (``data``: keys added to the record, e.g. ``via``)."""
+
+    w: ThreadWriter
+    interrupt_id: str
+    response: Any
+    actor: str | None
+    response_json: str | None = None
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def where(self) -> str:
+        return f"interrupt {self.interrupt_id!r} on thread {self.w.thread_id!r}"
+
+    def error(self, kind: type[E], message: str, **fields: Any) -> E:
+        """The error telling the refusal, naming the thread and the interrupt."""
+        return kind(message, thread_id=self.w.thread_id, interrupt_id=self.interrupt_id, **fields)
+
+    def refuse(self, why: str, error: InterruptStateError, **data: Any) -> Refusal:
+        """Record the refusal (:func:`refuse`); the caller raises ``error`` after commit."""
+        return refuse(
+            self.w, self.interrupt_id, self.response, self.actor, why, error,
+            response_json=self.response_json, **self.data, **data,
+        )
+
+    def refuse_ended(
+        self, over: rule.Refused, ending: StoredEvent, *, answered: str, expired_tail: str = ""
+    ) -> Refusal:
+        """Refuse an answer to an interrupt that ended (:func:`.rules.ended`), told in the
+        path's words (``answered``: "resumed" or "answered")."""
+        where = self.where
+        if over.why == rule.ALREADY_RESOLVED:
+            return self.refuse(over.why, self.error(
+                InterruptAlreadyResolvedError,
+                f"{where} was already {answered} by {ending.actor!r} at {rule.when(ending)}; "
+                "this answer was not applied and has been recorded as rejected",
+            ))
+        return self.refuse(over.why, self.error(
+            InterruptExpiredError,
+            f"{where} expired at {rule.when(ending)} (reason: {over.reason}); the answer was "
+            f"not applied and has been recorded{expired_tail}",
+            reason=str(over.reason),
+        ))
+
+    def refuse_stale(self, stale: rule.Refused, *, expired_tail: str = "") -> Refusal:
+        """Expire the stale interrupt (:func:`.rules.stale`, ``detected_by: resume``) and
+        refuse the answer, in one transaction."""
+        self.w.append(
+            EXPIRED, interrupt_id=self.interrupt_id, data={"reason": stale.reason, "detected_by": "resume"}
+        )
+        return self.refuse(stale.why, self.error(
+            InterruptExpiredError,
+            f"{self.where} is stale (reason: {stale.reason}) and is now expired; the answer was "
+            f"not applied and has been recorded as rejected{expired_tail}",
+            reason=stale.reason,
+        ))
+
+
 def resume(
     conn: Connection,
     rules: Rules,
@@ -193,15 +256,15 @@ def resume(
     same response) returns the same response without a new event. From the node
     (``from_node=True``) an answer equal to the admitted one is the graph applying what
     the store admitted, and an answer equal to the expiry wake-up of an expired
-    interrupt is handed to the agent; neither records anything.
+    interrupt is handed to the agent; neither records anything. The rules asked, in
+    this order, are those of :mod:`.rules`.
     """
     w = ThreadWriter(conn, thread_id)
-    where = f"interrupt {interrupt_id!r} on thread {thread_id!r}"
+    answer = Answer(w, interrupt_id, response, actor, response_json)
+    where = answer.where
     if w.state.pending_interrupt_id == interrupt_id:
         # The projection says it is minted and has no ending (I6): no need to look.
-        return _admit_pending(
-            w, rules, interrupt_id, response, actor, where, response_json, authenticated_by
-        )
+        return _admit_pending(answer, rules, authenticated_by)
     minted, ending = rule.mint_and_ending(interrupt_events(conn, thread_id, interrupt_id))
     if rule.unknown(minted) is not None:
         if not w.existed:
@@ -211,45 +274,26 @@ def resume(
             # No projection row and no events (I6): a mistyped thread id. Recording
             # the refusal would create the thread out of nothing (I10): refuse only.
             return Refusal(
-                UnknownInterruptError(
+                answer.error(
+                    UnknownInterruptError,
                     f"{where} is unknown: thread {thread_id!r} has no events at all; check "
                     "the thread id (`symfonic-store pending` lists what is waiting); "
                     "nothing was recorded",
-                    thread_id=thread_id, interrupt_id=interrupt_id,
                 )
             )
-        return refuse(
-            w, interrupt_id, response, actor, rule.UNKNOWN,
-            UnknownInterruptError(
-                f"{where} is unknown: nothing was minted with that id; check the thread and "
-                "interrupt ids (`symfonic-store pending` lists what is waiting)",
-                thread_id=thread_id, interrupt_id=interrupt_id,
-            ),
-            response_json=response_json,
-        )
+        return answer.refuse(rule.UNKNOWN, answer.error(
+            UnknownInterruptError,
+            f"{where} is unknown: nothing was minted with that id; check the thread and "
+            "interrupt ids (`symfonic-store pending` lists what is waiting)",
+        ))
     assert minted is not None  # rule.unknown admitted it
     over = rule.ended(ending)
     if over is not None and ending is not None:
         if rule.answered_again(ending, response, actor, from_node=from_node):
             return response
-        if over.why == rule.ALREADY_RESOLVED:
-            return refuse(
-                w, interrupt_id, response, actor, over.why,
-                InterruptAlreadyResolvedError(
-                    f"{where} was already resumed by {ending.actor!r} at {rule.when(ending)}; "
-                    "this answer was not applied and has been recorded as rejected",
-                    thread_id=thread_id, interrupt_id=interrupt_id,
-                ),
-                response_json=response_json,
-            )
-        return refuse(
-            w, interrupt_id, response, actor, over.why,
-            InterruptExpiredError(
-                f"{where} expired at {rule.when(ending)} (reason: {over.reason}); the answer was "
-                "not applied and has been recorded as rejected: ask again with a new interrupt",
-                thread_id=thread_id, interrupt_id=interrupt_id, reason=str(over.reason),
-            ),
-            response_json=response_json,
+        return answer.refuse_ended(
+            over, ending, answered="resumed",
+            expired_tail=" as rejected: ask again with a new interrupt",
         )
     if rule.wrong_path(minted, native=False):
         # LangGraph's own interrupt: admitting it here would record an answer before
@@ -294,47 +338,27 @@ def node_resume_settled(
 
 
 def _admit_pending(
-    w: ThreadWriter,
-    rules: Rules,
-    interrupt_id: str,
-    response: dict[str, Any],
-    actor: str | None,
-    where: str,
-    response_json: str | None = None,
-    authenticated_by: str | None = None,
+    answer: Answer, rules: Rules, authenticated_by: str | None = None
 ) -> dict[str, Any] | Refusal:
     """Admit an answer to a minted interrupt without an ending, unless stale or refused.
 
     The decision is recorded with it (SPEC §12); a decisions function that fails refuses
     the answer with :class:`InvalidInputError`, and the transaction writes nothing."""
-    thread_id = w.thread_id
+    w, where, actor = answer.w, answer.where, answer.actor
+    response: dict[str, Any] = answer.response
     # Still pending: is it stale by the store's TTL or the thread's run_id? (A read-only
     # view of the state: no copy of the marker needed.)
     stale = rule.stale(w.state.pending, w.state.run_id, rules.ttl_seconds)
     if stale is not None:
-        reason = stale.reason
-        w.append(EXPIRED, interrupt_id=interrupt_id, data={"reason": reason, "detected_by": "resume"})
-        return refuse(
-            w, interrupt_id, response, actor, stale.why,
-            InterruptExpiredError(
-                f"{where} is stale (reason: {reason}) and is now expired; the answer was not "
-                "applied and has been recorded as rejected: ask again with a new interrupt",
-                thread_id=thread_id, interrupt_id=interrupt_id, reason=reason,
-            ),
-            response_json=response_json,
-        )
+        return answer.refuse_stale(stale, expired_tail=": ask again with a new interrupt")
     marker = w.state.pending or {}
-    refused = rule.not_allowed(rules.approvers, thread_id, marker, actor)
+    refused = rule.not_allowed(rules.approvers, w.thread_id, marker, actor)
     if refused is not None:
-        return refuse(
-            w, interrupt_id, response, actor, refused.why,
-            ResumeNotAllowedError(
-                f"{actor!r} may not resume {where}: the approvers policy refuses it; "
-                "the attempt has been recorded",
-                thread_id=thread_id, interrupt_id=interrupt_id,
-            ),
-            response_json=response_json,
-        )
+        return answer.refuse(refused.why, answer.error(
+            ResumeNotAllowedError,
+            f"{actor!r} may not resume {where}: the approvers policy refuses it; "
+            "the attempt has been recorded",
+        ))
     data: dict[str, Any] = {
         "response": response,
         **decide(rules.decisions, marker.get("name"), marker.get("payload"), response),
@@ -343,10 +367,10 @@ def _admit_pending(
         data["authenticated_by"] = authenticated_by
     w.append(
         RESUMED,
-        interrupt_id=interrupt_id,
+        interrupt_id=answer.interrupt_id,
         actor=actor,
         data=data,
-        encoded=None if response_json is None else {"response": response_json},
+        encoded=None if answer.response_json is None else {"response": answer.response_json},
     )
     flush(w.conn, [w])
     return response

@@ -7,7 +7,6 @@ test_recorded_refusals and the others. Here each rule alone, on plain values.
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -72,18 +71,18 @@ def test_wrong_path_refuses_a_mint_of_the_other_kind() -> None:
         (None, "r", 10, None),  # no marker: nothing to be stale
         ({}, "r", 10, None),
         ("not a dict", "r", 10, None),
-        ({"run_id": "r", "minted_at": time.time()}, "r", 10, None),
-        ({"run_id": "old", "minted_at": time.time()}, "r", None, Refused("expired", "run_id")),
-        ({"run_id": None, "minted_at": time.time() - 11}, "r", 10, Refused("expired", "ttl")),
-        ({"run_id": "old", "minted_at": time.time() - 11}, "r", 10, Refused("expired", "run_id")),  # P3 first
-        ({"minted_at": time.time() - 11}, None, None, None),  # no TTL: only the run_id rule
+        ({"run_id": "r", "minted_at": 1000.0}, "r", 10, None),
+        ({"run_id": "old", "minted_at": 1000.0}, "r", None, Refused("expired", "run_id")),
+        ({"run_id": None, "minted_at": 989.0}, "r", 10, Refused("expired", "ttl")),
+        ({"run_id": "old", "minted_at": 989.0}, "r", 10, Refused("expired", "run_id")),  # P3 first
+        ({"minted_at": 989.0}, None, None, None),  # no TTL: only the run_id rule
         ({"minted_at": "yesterday"}, None, 10, None),  # a non-numeric minted_at skips P4
     ],
 )
 def test_stale_refuses_another_runs_marker_then_one_past_its_ttl(
     marker: Any, run_id: str | None, ttl: float | None, expected: Refused | None
 ) -> None:
-    assert rules.stale(marker, run_id, ttl) == expected
+    assert rules.stale(marker, run_id, ttl, now=1000.0) == expected
 
 
 def test_stale_ttl_is_strict_and_a_breakpoint_has_none() -> None:
