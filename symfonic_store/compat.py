@@ -137,10 +137,10 @@ def dbapi_error(
     *,
     dialect: sa.engine.Dialect | None = None,
     connection_invalidated: bool = False,
-) -> BaseException:
+) -> sa.exc.StatementError:
     """A driver's exception wrapped as SQLAlchemy wraps it (``DBAPIError.instance``): its
-    PEP 249 class kept, e.g. ``OperationalError``; ``orig`` itself when SQLAlchemy would
-    not wrap it."""
+    PEP 249 class kept, e.g. ``OperationalError`` (a ``StatementError`` when ``orig`` is
+    not the driver's)."""
     return sa.exc.DBAPIError.instance(
         statement,
         params,
