@@ -97,19 +97,39 @@ def interrupt_pending_is_current(
         return False
     if not isinstance(pending, dict):
         return True
-    marker_run = pending.get("run_id")
-    if marker_run is not None and marker_run != state.get("run_id"):
+    return marker_staleness(pending, state.get("run_id"), ttl_seconds) is None
+
+
+def ttl_passed(minted_at: Any, ttl_seconds: float, now: float | None = None) -> bool:
+    """Rule P4 alone: is a numeric ``minted_at`` older than ``ttl_seconds`` -- strictly?
+
+    A non-numeric ``minted_at`` never is. ``now`` defaults to the wall clock. The one
+    statement of the TTL predicate: the marker rules, the native rules and the sweep
+    all ask it (the elicitation predicate keeps its own copy on purpose, see below).
+    """
+    if not isinstance(minted_at, int | float):
         return False
-    if ttl_seconds is not None:
-        minted_at = pending.get("minted_at")
-        if isinstance(minted_at, int | float):
-            try:
-                age = time.time() - minted_at
-            except OverflowError:  # an int beyond any float: endlessly old, or young
-                age = -math.inf if minted_at > 0 else math.inf
-            if age > ttl_seconds:
-                return False
-    return True
+    try:
+        age = (time.time() if now is None else now) - minted_at
+    except OverflowError:  # an int beyond any float: endlessly old, or young
+        age = -math.inf if minted_at > 0 else math.inf
+    return age > ttl_seconds
+
+
+def marker_staleness(
+    marker: Mapping[str, Any],
+    run_id: str | None,
+    ttl_seconds: float | None,
+    now: float | None = None,
+) -> Literal["run_id", "ttl"] | None:
+    """Rules P3 then P4 on a dict marker: ``"run_id"`` when the marker names another run
+    than ``run_id`` (the state's), ``"ttl"`` when its TTL passed, else ``None``."""
+    marker_run = marker.get("run_id")
+    if marker_run is not None and marker_run != run_id:
+        return "run_id"
+    if ttl_seconds is not None and ttl_passed(marker.get("minted_at"), ttl_seconds, now):
+        return "ttl"
+    return None
 
 
 def ask_user_pending_is_current(
@@ -155,9 +175,8 @@ def stale_reason(state: Mapping[str, Any], ttl_seconds: float | None = None) -> 
     pending = state.get(PENDING_KEY)
     if not pending or not isinstance(pending, dict):
         return None
-    marker_run = pending.get("run_id")
-    if marker_run is not None and marker_run != state.get("run_id"):
-        return "run_id"
+    if marker_staleness(pending, state.get("run_id"), None) is not None:
+        return "run_id"  # P3 needs no TTL
     if interrupt_pending_is_current(state, ttl_seconds):
         return None
     return "ttl"

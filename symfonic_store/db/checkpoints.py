@@ -22,8 +22,8 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
-from sqlalchemy.sql.util import ClauseAdapter
 
+from ..compat import clause_adapter
 from .backends import backend_of
 from .backends.postgres import (
     CHECKPOINT_SETUP_LOCK_KEY as SETUP_LOCK_KEY,
@@ -102,7 +102,7 @@ def _orphan(layout: Layout, doomed: sa.ColumnElement[bool]) -> sa.Update:
             parent.c.thread_id == c.c.thread_id,
             parent.c.checkpoint_ns == c.c.checkpoint_ns,
             parent.c.checkpoint_id == c.c.parent_checkpoint_id,
-            ClauseAdapter(parent).traverse(doomed),  # the same test, on the parent row
+            clause_adapter(parent).traverse(doomed),  # the same test, on the parent row
         )
         .exists()
     )

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
+from ..compat import dbapi_error
 from ..errors import (
     ConcurrencyConflictError,
     ConstraintViolationError,
@@ -195,7 +196,7 @@ def as_dbapi_error(exc: BaseException) -> sa.exc.DBAPIError | None:
             bases.append(base)
     for base in bases:
         if isinstance(exc, base):
-            wrapped = sa.exc.DBAPIError.instance(None, None, exc, base)
+            wrapped = dbapi_error(None, None, exc, base)
             return wrapped if isinstance(wrapped, sa.exc.DBAPIError) else None
     return None
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph.types import Command
 
 from .. import native
+from ..compat import RESUME as _RESUME_CHANNEL
 from ..errors import AnswerNotTakenError, DatabaseError, InvalidInputError
 from ..services.sweep import NOT_HELD
 from ..store.runner import adrive, drive
@@ -40,10 +41,6 @@ from .wakers import holds
 if TYPE_CHECKING:
     from ..store import AsyncInterruptStore, InterruptStore
 
-try:  # the channel LangGraph keeps a task's answers in; private, see _clear_answer
-    from langgraph._internal._constants import RESUME as _RESUME_CHANNEL
-except ImportError:  # pragma: no cover - tests/test_langgraph_private.py fails loudly
-    _RESUME_CHANNEL = "__resume__"
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,18 +22,12 @@ from typing import TYPE_CHECKING, Annotated, Any, TypedDict, cast
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
-
-# LangGraph's own runnable for node and path functions (private; tests/test_langgraph_private.py).
-from langgraph._internal._runnable import RunnableCallable
 from langgraph.graph.message import add_messages
 from langgraph.types import interrupt
 
-try:
-    from langgraph._internal._constants import CONFIG_KEY_SCRATCHPAD as _SCRATCHPAD_KEY
-except ImportError:  # pragma: no cover - a LangGraph that moved it; see _incoming_resume
-    _SCRATCHPAD_KEY = "__pregel_scratchpad"
-
 from .. import validation
+from ..compat import NOT_VISIBLE as _NOT_VISIBLE
+from ..compat import RunnableCallable, task_resume
 from ..errors import InvalidInputError
 from ..protocol import (
     PENDING_KEY,
@@ -225,9 +219,6 @@ def _answer_without_store(pending: dict[str, Any]) -> dict[str, Any]:
     return response_updates(pending, normalize_response(resume_value))
 
 
-_NOT_VISIBLE = object()
-
-
 def _incoming_resume(config: RunnableConfig) -> Any:
     """The answer ``interrupt()`` is about to return in this node: a value, or ``None``.
 
@@ -238,22 +229,13 @@ def _incoming_resume(config: RunnableConfig) -> Any:
     refused again. Refused before it is taken, the answer is never saved, the graph
     stays paused, and the next ``Command(resume=...)`` replaces it.
 
-    This reads LangGraph's per-task scratchpad (the same place ``interrupt()`` reads):
-    the task's saved or mapped answers first, then the run's ``Command(resume=...)``.
-    Returns ``_NOT_VISIBLE`` when the scratchpad is not there (a LangGraph that moved
-    it); the node then checks the answer after ``interrupt()`` only.
+    This reads LangGraph's per-task scratchpad (the same place ``interrupt()`` reads;
+    :func:`symfonic_store.compat.task_resume`): the task's saved or mapped answers first,
+    then the run's ``Command(resume=...)``. Returns ``_NOT_VISIBLE`` when the scratchpad
+    is not there (a LangGraph that moved it); the node then checks the answer after
+    ``interrupt()`` only.
     """
-    configurable = config.get("configurable") or {}
-    scratchpad = configurable.get(_SCRATCHPAD_KEY)
-    if scratchpad is None:
-        return _NOT_VISIBLE
-    try:
-        saved = scratchpad.resume
-        if saved:
-            return saved[0]
-        return scratchpad.get_null_resume(False)
-    except (AttributeError, TypeError):
-        return _NOT_VISIBLE
+    return task_resume(config.get("configurable") or {})
 
 
 def _unexpected_none(pending: dict[str, Any]) -> dict[str, Any]:

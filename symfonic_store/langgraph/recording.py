@@ -25,17 +25,14 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from ..compat import ERROR as _ERROR
+from ..compat import INTERRUPT as _INTERRUPT
+from ..compat import RESUME as _RESUME
 from .loopcall import LoopCall
 
 if TYPE_CHECKING:
     from ..store import AsyncInterruptStore, InterruptStore
 
-try:  # private channel names; tests/test_langgraph_private.py fails loudly if they move
-    from langgraph._internal._constants import ERROR as _ERROR
-    from langgraph._internal._constants import INTERRUPT as _INTERRUPT
-    from langgraph._internal._constants import RESUME as _RESUME
-except ImportError:  # pragma: no cover
-    _ERROR, _INTERRUPT, _RESUME = "__error__", "__interrupt__", "__resume__"
 
 
 def needs_saved(writes: Sequence[tuple[str, Any]]) -> bool:

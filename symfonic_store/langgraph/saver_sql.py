@@ -20,6 +20,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from sqlalchemy.engine import Connection
 
+from ..compat import await_in_greenlet
 from ..db import checkpoints as tables
 
 if TYPE_CHECKING:
@@ -33,10 +34,7 @@ def serializer() -> JsonPlusSerializer:
 
 def _await(awaitable: Any) -> Any:
     """Await from the synchronous code ``AsyncConnection.run_sync`` runs (a greenlet)."""
-    from sqlalchemy.util import concurrency
-
-    wait = getattr(concurrency, "await_", None) or concurrency.await_only
-    return wait(awaitable)
+    return await_in_greenlet(awaitable)
 
 
 # --- LangGraph's savers, bound to one of the store's connections --------------------

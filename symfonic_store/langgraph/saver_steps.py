@@ -17,6 +17,10 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from sqlalchemy.engine import Connection
 
 from .. import native
+from ..compat import CONFIG_KEY_CHECKPOINT_MAP as CHECKPOINT_MAP_KEY
+from ..compat import CONFIG_KEY_CHECKPOINTER as CHECKPOINTER_KEY
+from ..compat import CONFIG_KEY_TASK_ID as TASK_ID_KEY
+from ..compat import INTERRUPT, NS_SEP
 from ..db import checkpoints as tables
 from ..errors import InvalidInputError
 from ..store import admission
@@ -29,14 +33,6 @@ if TYPE_CHECKING:
     from ..store import AsyncInterruptStore, InterruptStore
 
 
-try:  # private; tests/test_langgraph_private.py fails loudly if they move
-    from langgraph._internal._constants import CONFIG_KEY_CHECKPOINT_MAP as CHECKPOINT_MAP_KEY
-    from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER as CHECKPOINTER_KEY
-    from langgraph._internal._constants import CONFIG_KEY_TASK_ID as TASK_ID_KEY
-    from langgraph._internal._constants import INTERRUPT
-except ImportError:  # pragma: no cover
-    CHECKPOINTER_KEY, TASK_ID_KEY = "__pregel_checkpointer", "__pregel_task_id"
-    CHECKPOINT_MAP_KEY, INTERRUPT = "checkpoint_map", "__interrupt__"
 
 
 GRAPH_KEY = "symfonic_graph"
@@ -127,7 +123,7 @@ class _Checkpointer(BaseCheckpointSaver[str]):
             return nullcontext()
         # The task's namespace is its parent's plus "<node>:<task id>" (NS_SEP "|").
         task_ns = str(configurable.get("checkpoint_ns") or "")
-        parent_ns = task_ns.rsplit("|", 1)[0] if "|" in task_ns else ""
+        parent_ns = task_ns.rsplit(NS_SEP, 1)[0] if NS_SEP in task_ns else ""
         started = (configurable.get(CHECKPOINT_MAP_KEY) or {}).get(parent_ns)
         step = Step(str(thread_id), parent_ns, None if started is None else str(started), str(task_id))
         return deferring(self._steps.sink(step))

@@ -8,8 +8,9 @@ transaction on a synchronous ``Connection`` and appends through a
 - :func:`record_waiting` mints every interrupt a thread waits on that the store has
   not seen, and closes (``superseded``, ``detected_by: gateway``) every open one
   LangGraph no longer waits on — unless an answer to it is in flight.
-- :func:`claim` is an answer's first phase: the checks of ``store.resume`` (unknown,
-  resolved, expired, stale by TTL, the approvers policy), then a claim row whose
+- :func:`claim` is an answer's first phase: the rules of :mod:`.rules` it shares with
+  ``store.resume`` (unknown, resolved, expired, stale by TTL, the approvers policy),
+  then a claim row whose
   primary key lets one answer hold the interrupt; a concurrent answer is refused
   (``in_progress``, naming the claimant). The claim commits before the graph runs.
 - :func:`confirm` turns the claim into ``interrupt.resumed`` once LangGraph consumed the
@@ -41,20 +42,18 @@ from ..db.statements import (
 )
 from ..decisions import decide, decide_unrefusable, is_reject
 from ..errors import (
-    InterruptAlreadyResolvedError,
-    InterruptExpiredError,
     InterruptInProgressError,
     InterruptOutcomeUnknownError,
-    InterruptStateError,
     InvalidInputError,
     ResumeNotAllowedError,
     UnknownInterruptError,
 )
 from ..events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED
-from ..projection import is_native_mint
 from ..projection_gaps import missing_row
+from . import rules as rule
 from .append import Refusal, ThreadWriter, flush
-from .lifecycle import Rules, refuse
+from .lifecycle import Answer
+from .rules import Rules
 from .settlement import OUTCOME_UNKNOWN, answer_data, unknown_record
 
 
@@ -183,18 +182,6 @@ def waiting_settled(
 # --- answers: claim, confirm, release --------------------------------------------------
 
 
-def _refuse(
-    w: ThreadWriter,
-    interrupt_id: str,
-    response: Any,
-    actor: str | None,
-    why: str,
-    error: InterruptStateError,
-    **extra: Any,
-) -> Refusal:
-    return refuse(w, interrupt_id, response, actor, why, error, via="gateway", **extra)
-
-
 def claim(
     conn: Connection,
     rules: Rules,
@@ -206,112 +193,78 @@ def claim(
 ) -> dict[str, Any] | Refusal:
     """An answer's first phase: refuse it (recorded), or claim the interrupt for it.
 
-    The answer's decision is taken now, while it can still be refused (SPEC §12: a
-    decisions function that fails raises :class:`InvalidInputError`, nothing written),
-    and held with the claim until the answer is recorded."""
+    The rules asked, in this order, are those of :mod:`.rules`. The answer's decision is
+    taken now, while it can still be refused (SPEC §12: a decisions function that fails
+    raises :class:`InvalidInputError`, nothing written), and held with the claim until
+    the answer is recorded."""
     w = ThreadWriter(conn, thread_id)
-    where = f"interrupt {interrupt_id!r} on thread {thread_id!r}"
+    answer = Answer(w, interrupt_id, response, actor, data={"via": "gateway"})
+    where = answer.where
     if not w.existed:
         # No projection row, yet the log has the thread: the row went missing.
         gap = missing_row(conn, thread_id)
         if gap is not None:
             return Refusal(gap)
         # A mistyped thread id: refused, and nothing written there (I10).
-        return Refusal(
-            UnknownInterruptError(
-                f"{where} is unknown: the thread has no events; check the thread id",
-                thread_id=thread_id, interrupt_id=interrupt_id,
-            )
-        )
+        return Refusal(answer.error(
+            UnknownInterruptError, f"{where} is unknown: the thread has no events; check the thread id"
+        ))
     opened = {r["interrupt_id"]: r for r in open_rows(conn, thread_id)}
     row = opened.get(interrupt_id)
     if row is None:
-        history = interrupt_events(conn, thread_id, interrupt_id)
-        minted = next((e for e in history if e.type == MINTED), None)
-        ending = next((e for e in history if e.type != MINTED), None)
-        if minted is not None and ending is None and not is_native_mint(minted.data):
+        minted, ending = rule.mint_and_ending(interrupt_events(conn, thread_id, interrupt_id))
+        if minted is not None and ending is None and rule.wrong_path(minted, native=True):
             raise InvalidInputError(
                 "interrupt_id", f"{where} is a seed marker: answer it with store.resume(...)"
             )
-        if ending is not None and ending.type == RESUMED:
-            return _refuse(
-                w, interrupt_id, response, actor, "already_resolved",
-                InterruptAlreadyResolvedError(
-                    f"{where} was already answered by {ending.actor!r} at "
-                    f"{ending.occurred_at.isoformat(timespec='seconds')}; this answer was not "
-                    "applied and has been recorded as rejected",
-                    thread_id=thread_id, interrupt_id=interrupt_id,
-                ),
-            )
-        if ending is not None:
-            reason = ending.data.get("reason")
-            return _refuse(
-                w, interrupt_id, response, actor, "expired",
-                InterruptExpiredError(
-                    f"{where} expired at {ending.occurred_at.isoformat(timespec='seconds')} "
-                    f"(reason: {reason}); the answer was not applied and has been recorded",
-                    thread_id=thread_id, interrupt_id=interrupt_id, reason=str(reason),
-                ),
-            )
-        return _refuse(
-            w, interrupt_id, response, actor, "unknown",
-            UnknownInterruptError(
-                f"{where} is unknown: LangGraph is not waiting on it and nothing was minted "
-                "with that id; `symfonic-store pending --thread T` (or store.open_interrupts(thread_id)) "
-                "lists what is waiting",
-                thread_id=thread_id, interrupt_id=interrupt_id,
-            ),
-        )
+        over = rule.ended(ending)
+        if over is not None and ending is not None:
+            return answer.refuse_ended(over, ending, answered="answered")
+        # Neither minted nor ended here (an ending implies its mint).
+        return answer.refuse(rule.UNKNOWN, answer.error(
+            UnknownInterruptError,
+            f"{where} is unknown: LangGraph is not waiting on it and nothing was minted "
+            "with that id; `symfonic-store pending --thread T` (or store.open_interrupts(thread_id)) "
+            "lists what is waiting",
+        ))
     held = claim_rows(conn, thread_id).get(interrupt_id)
-    if held is not None and unknown_record(conn, thread_id, interrupt_id, held) is not None:
-        return _refuse(
-            w, interrupt_id, response, actor, OUTCOME_UNKNOWN,
-            InterruptOutcomeUnknownError(
-                f"{where} was claimed by {held['actor']!r} at {_when(held['claimed_at'])}, whose "
+    busy = rule.held(
+        held,
+        outcome_unknown=held is not None
+        and unknown_record(conn, thread_id, interrupt_id, held) is not None,
+    )
+    if busy is not None and held is not None:
+        claimant, claimed_at = held["actor"], held["claimed_at"]
+        if busy.why == OUTCOME_UNKNOWN:
+            return answer.refuse(busy.why, answer.error(
+                InterruptOutcomeUnknownError,
+                f"{where} was claimed by {claimant!r} at {_when(claimed_at)}, whose "
                 "process stopped before the checkpoint showed the answer taken: the graph may "
                 "have acted. No answer is admitted until an operator settles it: "
                 f"`symfonic-store settle {thread_id} {interrupt_id} --as taken|not-taken "
                 "--actor WHO` (store.settle); this answer was not applied and has been recorded",
-                thread_id=thread_id, interrupt_id=interrupt_id,
-                claimant=held["actor"], claimed_at=held["claimed_at"],
-            ),
-            claimant=held["actor"],
-        )
-    if held is not None:
-        return _refuse(
-            w, interrupt_id, response, actor, "in_progress",
-            InterruptInProgressError(
-                f"{where} is being answered by {held['actor']!r} (claimed at "
-                f"{_when(held['claimed_at'])}); this answer was not applied and has been "
-                "recorded as rejected",
-                thread_id=thread_id, interrupt_id=interrupt_id,
-                claimant=held["actor"], claimed_at=held["claimed_at"],
-            ),
-            claimant=held["actor"],
-        )
-    ttl = rules.ttl_seconds
-    if ttl is not None and not row["breakpoint"] and time.time() - row["minted_at"] > ttl:
-        w.append(
-            EXPIRED, interrupt_id=interrupt_id, data={"reason": "ttl", "detected_by": "resume"}
-        )
-        return _refuse(
-            w, interrupt_id, response, actor, "expired",
-            InterruptExpiredError(
-                f"{where} is stale (reason: ttl) and is now expired; the answer was not "
-                "applied and has been recorded as rejected",
-                thread_id=thread_id, interrupt_id=interrupt_id, reason="ttl",
-            ),
-        )
+                claimant=claimant, claimed_at=claimed_at,
+            ), claimant=claimant)
+        return answer.refuse(busy.why, answer.error(
+            InterruptInProgressError,
+            f"{where} is being answered by {claimant!r} (claimed at {_when(claimed_at)}); "
+            "this answer was not applied and has been recorded as rejected",
+            claimant=claimant, claimed_at=claimed_at,
+        ), claimant=claimant)
+    # A native mint names no run (its ``run_id`` is None): only the TTL can make it stale.
+    stale = rule.stale(
+        {"minted_at": row["minted_at"]}, None, rules.ttl_seconds, breakpoint=bool(row["breakpoint"])
+    )
+    if stale is not None:
+        return answer.refuse_stale(stale)
     view = {"name": row["name"], "interrupt_id": interrupt_id, "payload": row["payload"]}
-    if rules.approvers is not None and not rules.approvers(thread_id, view, actor):
-        return _refuse(
-            w, interrupt_id, response, actor, "not_allowed",
-            ResumeNotAllowedError(
-                f"{actor!r} may not answer {where}: the approvers policy refuses it; "
-                "the attempt has been recorded",
-                thread_id=thread_id, interrupt_id=interrupt_id,
-            ),
-        )
+    refused = rule.not_allowed(rules.approvers, thread_id, view, actor)
+    if refused is not None:
+        return answer.refuse(refused.why, answer.error(
+            ResumeNotAllowedError,
+            f"{actor!r} may not answer {where}: the approvers policy refuses it; "
+            "the attempt has been recorded",
+        ))
     decided = (
         # A breakpoint's decision is what the gateway does with it (run on, or not).
         None

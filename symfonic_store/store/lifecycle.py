@@ -7,14 +7,14 @@ stores call them; the asyncio store through ``run_sync``) and appends through a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from sqlalchemy.engine import Connection
 
 from ..db.statements import interrupt_events, was_minted
-from ..decisions import DecisionRule, decide
+from ..decisions import decide
 from ..errors import (
     InterruptAlreadyResolvedError,
     InterruptExpiredError,
@@ -25,31 +25,15 @@ from ..errors import (
     UnknownInterruptError,
 )
 from ..events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED, ROUTE_DECIDED, StoredEvent
-from ..projection import is_native_mint
 from ..projection_gaps import REBUILD_HINT, missing_row
-from ..protocol import PENDING_KEY, expired_resume_value, stale_reason
+from ..protocol import PENDING_KEY
+from . import rules as rule
 from .append import Refusal, ThreadWriter, flush
+from .rules import ApproverPolicy as ApproverPolicy  # where the store's front doors import it
+from .rules import Rules as Rules
+from .rules import payload_approvers as payload_approvers
 
-ApproverPolicy = Callable[[str, dict[str, Any], str | None], bool]
-"""``policy(thread_id, marker, actor) -> bool``: may this actor resume this interrupt?"""
-
-
-@dataclass(frozen=True, slots=True)
-class Rules:
-    """The store's settings that the rules consult."""
-
-    ttl_seconds: float | None = None
-    approvers: ApproverPolicy | None = None
-    decisions: DecisionRule | None = None
-
-
-def payload_approvers(thread_id: str, marker: dict[str, Any], actor: str | None) -> bool:
-    """The built-in policy: ``payload["approvers"]``, when present, lists who may resume."""
-    payload = marker.get("payload")
-    if isinstance(payload, dict) and isinstance(payload.get("approvers"), list):
-        return actor is not None and actor in payload["approvers"]
-    return True
-
+E = TypeVar("E", bound=InterruptStateError)
 
 # --- mint --------------------------------------------------------------------------
 
@@ -150,7 +134,8 @@ def record_router_decision(
     if marker is not None:
         interrupt_id = marker["interrupt_id"]
         mint_into(w, marker, None, encoded)
-        reason = stale_reason(state, ttl_seconds)
+        stale = rule.stale(state.get(PENDING_KEY), state.get("run_id"), ttl_seconds)
+        reason = None if stale is None else stale.reason
         if reason is not None and w.state.pending_interrupt_id == interrupt_id:
             w.append(
                 EXPIRED,
@@ -168,10 +153,6 @@ def record_router_decision(
 
 
 # --- resume ------------------------------------------------------------------------
-
-
-def _when(event: StoredEvent) -> str:
-    return event.occurred_at.isoformat(timespec="seconds")
 
 
 def refuse(
@@ -197,6 +178,66 @@ def refuse(
     return Refusal(error)
 
 
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An answer being judged: who answers which interrupt with what, and how a refusal
+    of it is told and recorded (``data``: keys added to the record, e.g. ``via``)."""
+
+    w: ThreadWriter
+    interrupt_id: str
+    response: Any
+    actor: str | None
+    response_json: str | None = None
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def where(self) -> str:
+        return f"interrupt {self.interrupt_id!r} on thread {self.w.thread_id!r}"
+
+    def error(self, kind: type[E], message: str, **fields: Any) -> E:
+        """The error telling the refusal, naming the thread and the interrupt."""
+        return kind(message, thread_id=self.w.thread_id, interrupt_id=self.interrupt_id, **fields)
+
+    def refuse(self, why: str, error: InterruptStateError, **data: Any) -> Refusal:
+        """Record the refusal (:func:`refuse`); the caller raises ``error`` after commit."""
+        return refuse(
+            self.w, self.interrupt_id, self.response, self.actor, why, error,
+            response_json=self.response_json, **self.data, **data,
+        )
+
+    def refuse_ended(
+        self, over: rule.Refused, ending: StoredEvent, *, answered: str, expired_tail: str = ""
+    ) -> Refusal:
+        """Refuse an answer to an interrupt that ended (:func:`.rules.ended`), told in the
+        path's words (``answered``: "resumed" or "answered")."""
+        where = self.where
+        if over.why == rule.ALREADY_RESOLVED:
+            return self.refuse(over.why, self.error(
+                InterruptAlreadyResolvedError,
+                f"{where} was already {answered} by {ending.actor!r} at {rule.when(ending)}; "
+                "this answer was not applied and has been recorded as rejected",
+            ))
+        return self.refuse(over.why, self.error(
+            InterruptExpiredError,
+            f"{where} expired at {rule.when(ending)} (reason: {over.reason}); the answer was "
+            f"not applied and has been recorded{expired_tail}",
+            reason=str(over.reason),
+        ))
+
+    def refuse_stale(self, stale: rule.Refused, *, expired_tail: str = "") -> Refusal:
+        """Expire the stale interrupt (:func:`.rules.stale`, ``detected_by: resume``) and
+        refuse the answer, in one transaction."""
+        self.w.append(
+            EXPIRED, interrupt_id=self.interrupt_id, data={"reason": stale.reason, "detected_by": "resume"}
+        )
+        return self.refuse(stale.why, self.error(
+            InterruptExpiredError,
+            f"{self.where} is stale (reason: {stale.reason}) and is now expired; the answer was "
+            f"not applied and has been recorded as rejected{expired_tail}",
+            reason=stale.reason,
+        ))
+
+
 def resume(
     conn: Connection,
     rules: Rules,
@@ -215,20 +256,17 @@ def resume(
     same response) returns the same response without a new event. From the node
     (``from_node=True``) an answer equal to the admitted one is the graph applying what
     the store admitted, and an answer equal to the expiry wake-up of an expired
-    interrupt is handed to the agent; neither records anything.
+    interrupt is handed to the agent; neither records anything. The rules asked, in
+    this order, are those of :mod:`.rules`.
     """
     w = ThreadWriter(conn, thread_id)
-    where = f"interrupt {interrupt_id!r} on thread {thread_id!r}"
+    answer = Answer(w, interrupt_id, response, actor, response_json)
+    where = answer.where
     if w.state.pending_interrupt_id == interrupt_id:
         # The projection says it is minted and has no ending (I6): no need to look.
-        return _admit_pending(
-            w, rules, interrupt_id, response, actor, where, response_json, authenticated_by
-        )
-    history = interrupt_events(conn, thread_id, interrupt_id)
-    minted = next((e for e in history if e.type == MINTED), None)
-    ending = next((e for e in history if e.type != MINTED), None)
-
-    if minted is None:
+        return _admit_pending(answer, rules, authenticated_by)
+    minted, ending = rule.mint_and_ending(interrupt_events(conn, thread_id, interrupt_id))
+    if rule.unknown(minted) is not None:
         if not w.existed:
             gap = missing_row(conn, thread_id)
             if gap is not None:  # the log has the thread: its projection row went missing
@@ -236,50 +274,28 @@ def resume(
             # No projection row and no events (I6): a mistyped thread id. Recording
             # the refusal would create the thread out of nothing (I10): refuse only.
             return Refusal(
-                UnknownInterruptError(
+                answer.error(
+                    UnknownInterruptError,
                     f"{where} is unknown: thread {thread_id!r} has no events at all; check "
                     "the thread id (`symfonic-store pending` lists what is waiting); "
                     "nothing was recorded",
-                    thread_id=thread_id, interrupt_id=interrupt_id,
                 )
             )
-        return refuse(
-            w, interrupt_id, response, actor, "unknown",
-            UnknownInterruptError(
-                f"{where} is unknown: nothing was minted with that id; check the thread and "
-                "interrupt ids (`symfonic-store pending` lists what is waiting)",
-                thread_id=thread_id, interrupt_id=interrupt_id,
-            ),
-            response_json=response_json,
-        )
-    if ending is not None and ending.type == RESUMED:
-        admitted = ending.data.get("response")
-        if admitted == response and (from_node or ending.actor == actor):
+        return answer.refuse(rule.UNKNOWN, answer.error(
+            UnknownInterruptError,
+            f"{where} is unknown: nothing was minted with that id; check the thread and "
+            "interrupt ids (`symfonic-store pending` lists what is waiting)",
+        ))
+    assert minted is not None  # rule.unknown admitted it
+    over = rule.ended(ending)
+    if over is not None and ending is not None:
+        if rule.answered_again(ending, response, actor, from_node=from_node):
             return response
-        return refuse(
-            w, interrupt_id, response, actor, "already_resolved",
-            InterruptAlreadyResolvedError(
-                f"{where} was already resumed by {ending.actor!r} at {_when(ending)}; "
-                "this answer was not applied and has been recorded as rejected",
-                thread_id=thread_id, interrupt_id=interrupt_id,
-            ),
-            response_json=response_json,
+        return answer.refuse_ended(
+            over, ending, answered="resumed",
+            expired_tail=" as rejected: ask again with a new interrupt",
         )
-    if ending is not None:
-        reason = ending.data.get("reason")
-        if from_node and response == expired_resume_value(str(reason)):
-            return response
-        return refuse(
-            w, interrupt_id, response, actor, "expired",
-            InterruptExpiredError(
-                f"{where} expired at {_when(ending)} (reason: {reason}); the answer was not "
-                "applied and has been recorded as rejected: ask again with a new interrupt",
-                thread_id=thread_id, interrupt_id=interrupt_id, reason=str(reason),
-            ),
-            response_json=response_json,
-        )
-
-    if is_native_mint(minted.data):
+    if rule.wrong_path(minted, native=False):
         # LangGraph's own interrupt: admitting it here would record an answer before
         # LangGraph consumed it. The gateway admits it in two phases.
         raise InvalidInputError(
@@ -315,57 +331,34 @@ def node_resume_settled(
     ``response`` without writing -- the interrupt already ended with exactly this
     answer admitted, or expired and this is its wake-up. An ending is final, so what
     this finds stays true; anything else is left to the write path."""
-    history = interrupt_events(conn, thread_id, interrupt_id)
-    minted = next((e for e in history if e.type == MINTED), None)
-    ending = next((e for e in history if e.type != MINTED), None)
+    minted, ending = rule.mint_and_ending(interrupt_events(conn, thread_id, interrupt_id))
     if minted is None or ending is None:
         return False, None
-    if ending.type == RESUMED:
-        return ending.data.get("response") == response, response
-    reason = ending.data.get("reason")
-    return response == expired_resume_value(str(reason)), response
+    return rule.answered_again(ending, response, None, from_node=True), response
 
 
 def _admit_pending(
-    w: ThreadWriter,
-    rules: Rules,
-    interrupt_id: str,
-    response: dict[str, Any],
-    actor: str | None,
-    where: str,
-    response_json: str | None = None,
-    authenticated_by: str | None = None,
+    answer: Answer, rules: Rules, authenticated_by: str | None = None
 ) -> dict[str, Any] | Refusal:
     """Admit an answer to a minted interrupt without an ending, unless stale or refused.
 
     The decision is recorded with it (SPEC §12); a decisions function that fails refuses
     the answer with :class:`InvalidInputError`, and the transaction writes nothing."""
-    thread_id = w.thread_id
+    w, where, actor = answer.w, answer.where, answer.actor
+    response: dict[str, Any] = answer.response
     # Still pending: is it stale by the store's TTL or the thread's run_id? (A read-only
     # view of the state: no copy of the marker needed.)
-    reason = stale_reason({PENDING_KEY: w.state.pending, "run_id": w.state.run_id}, rules.ttl_seconds)
-    if reason is not None:
-        w.append(EXPIRED, interrupt_id=interrupt_id, data={"reason": reason, "detected_by": "resume"})
-        return refuse(
-            w, interrupt_id, response, actor, "expired",
-            InterruptExpiredError(
-                f"{where} is stale (reason: {reason}) and is now expired; the answer was not "
-                "applied and has been recorded as rejected: ask again with a new interrupt",
-                thread_id=thread_id, interrupt_id=interrupt_id, reason=reason,
-            ),
-            response_json=response_json,
-        )
+    stale = rule.stale(w.state.pending, w.state.run_id, rules.ttl_seconds)
+    if stale is not None:
+        return answer.refuse_stale(stale, expired_tail=": ask again with a new interrupt")
     marker = w.state.pending or {}
-    if rules.approvers is not None and not rules.approvers(thread_id, marker, actor):
-        return refuse(
-            w, interrupt_id, response, actor, "not_allowed",
-            ResumeNotAllowedError(
-                f"{actor!r} may not resume {where}: the approvers policy refuses it; "
-                "the attempt has been recorded",
-                thread_id=thread_id, interrupt_id=interrupt_id,
-            ),
-            response_json=response_json,
-        )
+    refused = rule.not_allowed(rules.approvers, w.thread_id, marker, actor)
+    if refused is not None:
+        return answer.refuse(refused.why, answer.error(
+            ResumeNotAllowedError,
+            f"{actor!r} may not resume {where}: the approvers policy refuses it; "
+            "the attempt has been recorded",
+        ))
     data: dict[str, Any] = {
         "response": response,
         **decide(rules.decisions, marker.get("name"), marker.get("payload"), response),
@@ -374,10 +367,10 @@ def _admit_pending(
         data["authenticated_by"] = authenticated_by
     w.append(
         RESUMED,
-        interrupt_id=interrupt_id,
+        interrupt_id=answer.interrupt_id,
         actor=actor,
         data=data,
-        encoded=None if response_json is None else {"response": response_json},
+        encoded=None if answer.response_json is None else {"response": answer.response_json},
     )
     flush(w.conn, [w])
     return response
@@ -437,7 +430,7 @@ def expire(
         if not w.existed and (gap := missing_row(conn, thread_id)) is not None:
             raise gap  # the log has the thread: its projection row went missing
         history = interrupt_events(conn, thread_id, interrupt_id)
-        ending = next((e for e in history if e.type != MINTED), None)
+        ending = rule.mint_and_ending(history)[1]
         if not history:
             raise UnknownInterruptError(
                 f"{where} is unknown: nothing was minted with that id",
@@ -445,7 +438,7 @@ def expire(
             )
         if ending is not None and ending.type == RESUMED:
             raise InterruptAlreadyResolvedError(
-                f"{where} was already resumed by {ending.actor!r} at {_when(ending)}; "
+                f"{where} was already resumed by {ending.actor!r} at {rule.when(ending)}; "
                 "it cannot be expired",
                 thread_id=thread_id, interrupt_id=interrupt_id,
             )

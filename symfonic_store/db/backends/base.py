@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Dialect, Engine
 
+from ...compat import dbapi_error, has_cursor_listeners
 from ...errors import DatabaseError
 from ..executors.base import CoreExecutor, Executor, state_of
 
@@ -64,8 +65,7 @@ def trigger_missing(name: str, table: str) -> str:
 
 
 def _listened(conn: Connection) -> bool:
-    dispatch = conn.engine.dispatch
-    return bool(dispatch.before_cursor_execute) or bool(dispatch.after_cursor_execute)
+    return has_cursor_listeners(conn.engine)
 
 
 # --- what the engine hooks share -------------------------------------------------------
@@ -77,7 +77,7 @@ def driver_error(connection: Connection, sql: str, exc: Exception) -> sa.exc.DBA
     pool will not hand it out again, nor try to reset it)."""
     dialect = connection.dialect
     lost = dialect.is_disconnect(exc, connection.connection.dbapi_connection, None)  # type: ignore[arg-type]
-    error = sa.exc.DBAPIError.instance(
+    error = dbapi_error(
         sql, (), exc, dialect.loaded_dbapi.Error, dialect=dialect, connection_invalidated=lost
     )
     if lost and not connection.invalidated:

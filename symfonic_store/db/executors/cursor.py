@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.compiler import SQLCompiler
 
+from ...compat import compiled_binds, dbapi_error, fire_commit, fire_rollback
 from .base import Executor, JsonText, _State, state_of
 
 if TYPE_CHECKING:
@@ -73,17 +74,14 @@ class CursorExecutor(Executor):
                 dialect=dialect, column_keys=list(column_keys) if column_keys is not None else None
             ),
         )
-        named = compiled.positiontup is None
-        names = list(compiled.binds) if named else list(compiled.positiontup or ())
-        escaped: Mapping[str, str] = compiled.escaped_bind_names or {}
+        named, found = compiled_binds(compiled)
         binds = []
-        for name in names:
-            bind = compiled.binds[name]
+        for name, placeholder, bind in found:
             impl = bind.type.dialect_impl(dialect)
             processor: Processor = impl.bind_processor(dialect)
             if isinstance(bind.type, sa.JSON):
                 processor = _keeping_json_text(processor)
-            binds.append((name, escaped.get(name, name), bind.value, processor))
+            binds.append((name, placeholder, bind.value, processor))
         columns = (
             tuple(c.type for c in stmt.selected_columns) if isinstance(stmt, sa.Select) else ()
         )
@@ -122,7 +120,7 @@ class CursorExecutor(Executor):
         not hand it out again), as ``Connection.execute`` does."""
         dbapi = conn.connection.dbapi_connection if not conn.invalidated else None
         lost = self.dialect.is_disconnect(exc, dbapi, None)  # type: ignore[arg-type]
-        error = sa.exc.DBAPIError.instance(
+        error = dbapi_error(
             sql, args, exc, self._error, dialect=self.dialect, connection_invalidated=lost
         )
         if lost:
@@ -239,7 +237,7 @@ class CursorExecutor(Executor):
                     self._drop_cursors(conn)
                 raise
             return
-        conn.dispatch.commit(conn)
+        fire_commit(conn)
         dbapi = conn.connection.dbapi_connection
         try:
             self.dialect.do_commit(dbapi)  # type: ignore[arg-type]
@@ -254,7 +252,7 @@ class CursorExecutor(Executor):
             return
         if conn.invalidated:
             return  # the connection is gone: the server rolled the transaction back
-        conn.dispatch.rollback(conn)
+        fire_rollback(conn)
         try:
             self.dialect.do_rollback(conn.connection.dbapi_connection)  # type: ignore[arg-type]
         except self._error:

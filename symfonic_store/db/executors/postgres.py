@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
 
+from ...compat import fire_commit
 from .base import CoreExecutor, state_of
 from .cursor import CursorExecutor
 
@@ -95,7 +96,7 @@ class PostgresCursorExecutor(CursorExecutor):
         if state.pipeline is None:
             self._commit_on_driver(conn)
         else:
-            conn.dispatch.commit(conn)
+            fire_commit(conn)
             try:
                 self._commit_pipeline(conn)
             except self._error as exc:

@@ -1,0 +1,153 @@
+"""The rules an answer meets, each decided once for both paths that admit answers.
+
+An answer reaches the store by one of two paths: the marker path
+(:func:`~symfonic_store.store.lifecycle.resume`, the seed's ``_interrupt_pending``
+markers) and the native path (:func:`~symfonic_store.store.admission.claim`,
+LangGraph's own interrupts). Each rule below is the one decision both paths take: it
+admits (``None``) or refuses with the word recorded as ``resume_rejected``'s ``why``
+(and, for an expiry, its ``reason``). The paths keep their own order of asking -- their
+ladders, spelled out in :data:`MARKER_LADDER` and :data:`NATIVE_LADDER` -- and their
+own wording of the error; what a rule decides is the same on both:
+
+- marker path: a marker pending on the thread meets :func:`stale`, then
+  :func:`not_allowed`, then is admitted (its decision taken); any other id meets
+  :func:`unknown`, :func:`ended` (resolved, then expired; :func:`answered_again` lets
+  the identical repeat through), then :func:`wrong_path`; what is left is a projection
+  that disagrees with the log.
+- native path: a thread never written is unknown (nothing recorded); an interrupt not
+  open meets :func:`wrong_path`, :func:`ended`, then :func:`unknown`; an open one meets
+  :func:`held` (outcome unknown, then in progress), :func:`stale`, :func:`not_allowed`,
+  then is claimed (its decision taken).
+
+A new refusal rule is one function here, asked at its rung by each path it applies to,
+and a case in ``tests/core/test_rules.py``.
+
+Pure functions over what the caller has read; no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ..decisions import DecisionRule
+from ..events import MINTED, RESUMED, StoredEvent
+from ..projection import is_native_mint
+from ..protocol import expired_resume_value, marker_staleness
+from .settlement import OUTCOME_UNKNOWN
+
+ApproverPolicy = Callable[[str, dict[str, Any], str | None], bool]
+"""``policy(thread_id, marker, actor) -> bool``: may this actor resume this interrupt?"""
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """The store's settings that the rules consult."""
+
+    ttl_seconds: float | None = None
+    approvers: ApproverPolicy | None = None
+    decisions: DecisionRule | None = None
+
+
+def payload_approvers(thread_id: str, marker: dict[str, Any], actor: str | None) -> bool:
+    """The built-in policy: ``payload["approvers"]``, when present, lists who may resume."""
+    payload = marker.get("payload")
+    if isinstance(payload, dict) and isinstance(payload.get("approvers"), list):
+        return actor is not None and actor in payload["approvers"]
+    return True
+
+
+UNKNOWN: Final = "unknown"
+ALREADY_RESOLVED: Final = "already_resolved"
+EXPIRED: Final = "expired"
+NOT_ALLOWED: Final = "not_allowed"
+IN_PROGRESS: Final = "in_progress"
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A rule's refusal: ``why`` as recorded, and an expiry's ``reason``."""
+
+    why: str
+    reason: str | None = None
+
+
+def mint_and_ending(history: list[StoredEvent]) -> tuple[StoredEvent | None, StoredEvent | None]:
+    """An interrupt's mint and its ending (the first event after it), from its history."""
+    minted = next((e for e in history if e.type == MINTED), None)
+    ending = next((e for e in history if e.type != MINTED), None)
+    return minted, ending
+
+
+def when(event: StoredEvent) -> str:
+    """An event's moment as the refusals tell it."""
+    return event.occurred_at.isoformat(timespec="seconds")
+
+
+def unknown(minted: StoredEvent | None) -> Refused | None:
+    """Nothing was minted with that id: refused ``unknown``."""
+    return Refused(UNKNOWN) if minted is None else None
+
+
+def ended(ending: StoredEvent | None) -> Refused | None:
+    """The interrupt has an ending: resumed (``already_resolved``) or expired (``expired``,
+    with the expiry's reason). An ending is final (I10)."""
+    if ending is None:
+        return None
+    if ending.type == RESUMED:
+        return Refused(ALREADY_RESOLVED)
+    return Refused(EXPIRED, reason=str(ending.data.get("reason")))
+
+
+def answered_again(
+    ending: StoredEvent, response: Any, actor: str | None, *, from_node: bool
+) -> bool:
+    """Is this answer, to an interrupt that ended, what the ending already stands for?
+
+    The identical repeat of the admitted answer (from the node, or by the same actor),
+    or, from the node, the expiry's wake-up value: admitted again, recording nothing.
+    """
+    if ending.type == RESUMED:
+        return bool(ending.data.get("response") == response) and (from_node or ending.actor == actor)
+    return from_node and response == expired_resume_value(str(ending.data.get("reason")))
+
+
+def wrong_path(minted: StoredEvent, *, native: bool) -> bool:
+    """Is the mint of the other kind than the path asked (a marker answered as LangGraph's
+    own interrupt, or the reverse)? The caller refuses with nothing written."""
+    return is_native_mint(minted.data) is not native
+
+
+def stale(
+    marker: Any,
+    run_id: str | None,
+    ttl_seconds: float | None,
+    *,
+    breakpoint: bool = False,
+    now: float | None = None,
+) -> Refused | None:
+    """A pending interrupt that is stale (SPEC §4 P3 then P4): another run's marker
+    (``run_id``), or past the TTL (``ttl``); refused ``expired``, and the caller records
+    the expiry (``detected_by: resume``) with the refusal. A breakpoint has no TTL."""
+    if not marker or not isinstance(marker, Mapping):
+        return None
+    reason = marker_staleness(marker, run_id, None if breakpoint else ttl_seconds, now)
+    return None if reason is None else Refused(EXPIRED, reason=reason)
+
+
+def not_allowed(
+    policy: ApproverPolicy | None, thread_id: str, marker: dict[str, Any], actor: str | None
+) -> Refused | None:
+    """The approvers policy refuses this actor: refused ``not_allowed``."""
+    if policy is None or policy(thread_id, marker, actor):
+        return None
+    return Refused(NOT_ALLOWED)
+
+
+def held(claim: Mapping[str, Any] | None, *, outcome_unknown: bool) -> Refused | None:
+    """Another answer holds the interrupt (native path): ``outcome_unknown`` when its
+    process stopped before anyone knew whether the graph took it, else ``in_progress``."""
+    if claim is None:
+        return None
+    return Refused(OUTCOME_UNKNOWN if outcome_unknown else IN_PROGRESS)
