@@ -54,7 +54,7 @@ from ..db.statements import (
 )
 from ..db.wakeups import owed_by_graph
 from ..events import EXPIRED
-from ..protocol import PENDING_KEY, stale_reason
+from ..protocol import PENDING_KEY, stale_reason, ttl_passed
 from ..store.append import ThreadWriter, flush
 from ..sweep_report import Expiry
 
@@ -224,7 +224,7 @@ def sweep_native_batch(
     owed: list[dict[str, Any]] = []
     to_wake: list[Expiry] = []
     for row in rows:
-        if not now - row["minted_at"] > ttl_seconds:  # the predicate's rule (P4)
+        if not ttl_passed(row["minted_at"], ttl_seconds, now):  # rule P4
             continue
         expired.append((row["thread_id"], row["interrupt_id"], "ttl"))
         if dry_run:
