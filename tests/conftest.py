@@ -8,6 +8,7 @@ Without that variable the PostgreSQL cases skip and say why.
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -20,6 +21,16 @@ import sqlalchemy as sa
 from symfonic_store import AsyncInterruptStore, InterruptStore
 
 pytest_plugins = ["pytester"]
+
+# The test modules live in one folder per layer, their basenames unique across folders, and
+# keep one import namespace: the shared helpers sit here (tests/, on sys.path as this
+# conftest's folder) and every layer folder is on sys.path too, so a module may import
+# another's helpers by name (``from test_gateway import gate_for``) wherever either lives.
+TESTS = Path(__file__).resolve().parent
+LAYERS = ("core", "store", "langgraph", "server", "cli", "faults", "evidence")
+for _layer in LAYERS:
+    if str(TESTS / _layer) not in sys.path:
+        sys.path.append(str(TESTS / _layer))
 
 # freezegun replaces the time functions in every loaded module but the ones it ignores,
 # and pytest's timer reads them through `_pytest.timing`: a test that froze the clock in a

@@ -623,7 +623,7 @@ def sqlite_cli_db(sqlite_url: str) -> str:
     ],
 )
 def test_the_command_exits_cleanly_on_hostile_flags(sqlite_cli_db: str, args: list[str]) -> None:
-    """symfonic-store exits 1 or 2 with one error line and no traceback (a real process: tests/test_cli_process.py)."""
+    """symfonic-store exits 1 or 2 with one error line and no traceback (a real process: tests/cli/test_cli_process.py)."""
     result = run_cli("--db", sqlite_cli_db, *args)
     assert result.returncode in (1, 2), (result.returncode, result.stderr)
     assert "Traceback" not in result.stderr + result.stdout

@@ -15,7 +15,7 @@ from symfonic_store import InterruptStore
 from symfonic_store.cli.main import app
 from symfonic_store.server import TokenAuth, create_app
 
-DOC = (Path(__file__).resolve().parent.parent / "docs" / "service.md").read_text(encoding="utf-8")
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "service.md").read_text(encoding="utf-8")
 
 
 def test_every_serve_flag_is_documented() -> None:

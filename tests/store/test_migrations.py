@@ -53,7 +53,7 @@ from symfonic_store.db.schema import (
     metadata,
 )
 
-CHECKOUT = Path(__file__).resolve().parent.parent
+CHECKOUT = Path(__file__).resolve().parents[2]
 STORE_TABLES = {
     EVENTS_TABLE, THREADS_TABLE, WAKEUPS_TABLE, OPEN_INTERRUPTS_TABLE, CLAIMS_TABLE,
     ARCHIVES_TABLE, ARCHIVED_THREADS_TABLE, CHECKPOINTS_TABLE, CHECKPOINT_HEADS_TABLE,
@@ -348,7 +348,7 @@ def test_a_database_at_another_revision_names_both_revisions(
     """A schema stamped at an older revision than head is refused, naming it, head and the command."""
     migrate(engine, "up", "head")
     # This release ships one revision: pretend an older one existed (a revision it does
-    # not know at all is a newer release's, tests/test_schema_too_new.py).
+    # not know at all is a newer release's, tests/store/test_schema_too_new.py).
     known = migrate_module.known_revisions()
     monkeypatch.setattr(migrate_module, "known_revisions", lambda: known | {"0000_older"})
     with engine.begin() as conn:

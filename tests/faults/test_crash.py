@@ -144,6 +144,13 @@ def _lines(proc: subprocess.Popen[str]) -> Iterator[str]:
         selector.close()
 
 
+def _child_env() -> dict[str, str]:
+    """This environment, with the shared helpers (tests/, one folder up) importable."""
+    helpers = str(Path(__file__).resolve().parents[1])
+    path = os.pathsep.join(p for p in (helpers, os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": path}
+
+
 def _run_and_kill(url: str, child_seed: int, lines_before_kill: int) -> list[str]:
     """Start a child, read ``lines_before_kill`` committed operations, SIGKILL it."""
     proc = subprocess.Popen(
@@ -152,6 +159,7 @@ def _run_and_kill(url: str, child_seed: int, lines_before_kill: int) -> list[str
         stderr=subprocess.PIPE,
         text=True,
         cwd=Path(__file__).parent,
+        env=_child_env(),
     )
     seen: list[str] = []
     try:

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-RUNNER = Path(__file__).parent / "langgraph_suite" / "run.py"
+RUNNER = Path(__file__).parents[1] / "langgraph_suite" / "run.py"
 
 
 def runner() -> Any:

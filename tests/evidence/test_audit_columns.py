@@ -1,7 +1,7 @@
 """The audit columns (symfonic_store/audit_columns.py): written by the append's own INSERT,
 equal to what the event's data gives, and checked by ``verify`` against the hashed data.
 
-The attacks are played with plain SQL (tests/attacker.py), as in tests/test_checkpoints.py:
+The attacks are played with plain SQL (tests/attacker.py), as in tests/evidence/test_checkpoints.py:
 an attacker who changes only the copies ``audit()`` reads, and puts the triggers back, leaves
 every hash chain, head and guard intact; ``verify`` still names the event.
 """
@@ -126,7 +126,7 @@ def test_any_audit_column_that_disagrees_with_the_data_is_named(
 
 
 def test_an_event_inserted_with_its_audit_columns_chains_and_verifies(store: InterruptStore) -> None:
-    """The attacker model's insert writes the copies the store would: nothing but the checkpoints can tell it (tests/test_checkpoints.py)."""
+    """The attacker model's insert writes the copies the store would: nothing but the checkpoints can tell it (tests/evidence/test_checkpoints.py)."""
     refund(store, "t-bob", actor="bob", approved=False)
     mint = store.history("t-bob")[0]
     store.record_route("t-bob", "continue")

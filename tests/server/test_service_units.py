@@ -245,7 +245,7 @@ def test_the_package_data_ships_every_inbox_file() -> None:
 
     import symfonic_store.server.inbox as inbox
 
-    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
     patterns = tomllib.loads(pyproject.read_text())["tool"]["setuptools"]["package-data"]["symfonic_store.server.inbox"]
     root = Path(inbox.__file__).parent
     files = [p.relative_to(root).as_posix() for p in root.rglob("*")

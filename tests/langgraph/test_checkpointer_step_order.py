@@ -5,7 +5,7 @@ LangGraph saves a task's writes (``put_writes``) and the checkpoint its step pro
 task's deferred records (a router's ``route.decided``, a mint) in whichever of the two
 takes them first. The other one must not commit while that transaction is still open:
 had the process died before that COMMIT, the task's writes would be saved and its
-records gone (seen as a rare disagreement in tests/test_checkpointer_crash.py under
+records gone (seen as a rare disagreement in tests/faults/test_checkpointer_crash.py under
 load).
 """
 
