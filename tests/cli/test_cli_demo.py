@@ -46,9 +46,9 @@ def test_demo_uses_db_when_given(tmp_path: Path) -> None:
         assert len(store.audit()) == 3
 
 
-def test_demo_never_writes_to_threads_it_did_not_create(db_url: str, tmp_path: Path) -> None:
+def test_demo_never_writes_to_threads_it_did_not_create(migrated_url: str, tmp_path: Path) -> None:
     """`demo --db URL` on a store holding other threads leaves their pending interrupts, even a stale one, and their owed wake-ups untouched."""
-    with InterruptStore(db_url) as store:
+    with InterruptStore(migrated_url) as store:
         store.setup()
         fresh = mint_stale(store, "prod-fresh", age=1)
         stale = mint_stale(store, "prod-stale", age=86_400)
@@ -56,10 +56,10 @@ def test_demo_never_writes_to_threads_it_did_not_create(db_url: str, tmp_path: P
         assert store.sweep(ttl_seconds=60, thread_ids=["prod-owed"]).owed == 1
         before = {t: store.history(t) for t in ("prod-fresh", "prod-stale", "prod-owed")}
 
-    result = run_cli("demo", db=db_url, cwd=tmp_path)
+    result = run_cli("demo", db=migrated_url, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
 
-    with InterruptStore(db_url) as store:
+    with InterruptStore(migrated_url) as store:
         assert {t: store.history(t) for t in before} == before
         waiting = {p["thread_id"]: p["interrupt_id"] for p in store.list_pending()}
         assert waiting == {"prod-fresh": fresh, "prod-stale": stale}

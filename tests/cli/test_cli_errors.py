@@ -208,19 +208,19 @@ def test_every_option_rejects_a_bad_value_in_one_voice(
         ('{"amount": Infinity}', "is not JSON (Infinity is not a JSON value)"),
     ],
 )
-def test_json_too_deep_or_too_odd_to_read_is_bad_input(db_url: str, response: str, problem: str) -> None:
+def test_json_too_deep_or_too_odd_to_read_is_bad_input(migrated_url: str, response: str, problem: str) -> None:
     """--response JSON nested 5,000 deep (or otherwise unreadable) exits 2 with one line; nothing is written."""
     from symfonic_store import InterruptStore
 
-    with InterruptStore(db_url) as store:
+    with InterruptStore(migrated_url) as store:
         store.setup()
         interrupt_id = mint_stale(store, "t", age=5)
-    result = run_cli("resume", "t", interrupt_id, "--actor", "a", "--response", response, db=db_url)
+    result = run_cli("resume", "t", interrupt_id, "--actor", "a", "--response", response, db=migrated_url)
     line = assert_clean_error(result, 2)
     assert line.startswith(f"{ERROR}invalid --response: {problem}")
     assert len(line) < 200 and result.stdout == ""
     assert result.stderr.startswith("Usage: symfonic-store resume")
-    with InterruptStore(db_url) as store:
+    with InterruptStore(migrated_url) as store:
         assert [e.type for e in store.history("t")] == ["interrupt.minted"]
 
 

@@ -30,23 +30,23 @@ def test_the_installed_entry_point_runs(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_python_dash_m_exit_codes_reach_the_caller(db_url: str) -> None:
+def test_python_dash_m_exit_codes_reach_the_caller(migrated_url: str) -> None:
     """`python -m symfonic_store.cli` exits 0 on success, 1 on a refused resume, 2 on bad input."""
-    with InterruptStore(db_url) as store:
+    with InterruptStore(migrated_url) as store:
         store.setup()
         interrupt_id = mint_stale(store, "t-proc", age=5)
         store.resume("t-proc", interrupt_id, {"approved": True}, actor="alice")
 
-    listed = run_process("pending", "--format", "json", db=db_url)
+    listed = run_process("pending", "--format", "json", db=migrated_url)
     assert (listed.returncode, json.loads(listed.stdout), listed.stderr) == (0, [], "")
 
-    refused = run_process("resume", "t-proc", interrupt_id, "--actor", "bob", db=db_url)
+    refused = run_process("resume", "t-proc", interrupt_id, "--actor", "bob", db=migrated_url)
     assert "already" in assert_clean_error(refused, 1)
 
     hostile = run_process(
         "resume", "\u202e'; DROP TABLE symfonic_events; --", "i-x", "--actor", "é" * 300,
-        "--response", "[" * 5000 + "]" * 5000, db=db_url,
+        "--response", "[" * 5000 + "]" * 5000, db=migrated_url,
     )
     assert "invalid --response" in assert_clean_error(hostile, 2)
-    with InterruptStore(db_url) as store:
+    with InterruptStore(migrated_url) as store:
         assert len(store.events()) == 3  # minted, resumed, the refusal: nothing more

@@ -16,7 +16,7 @@ RUN = "run-2026-11-29-0042"
 
 @pytest.mark.parametrize("interrupt_id", [None, NATIVE_ID], ids=["store-id", "native-id"])
 def test_a_replay_is_one_row_per_event_within_120_columns(
-    store: InterruptStore, db_url: str, interrupt_id: str | None
+    store: InterruptStore, migrated_url: str, interrupt_id: str | None
 ) -> None:
     """At COLUMNS=120 the replay stays a table: no wider line, each event a row, ids, actor and run whole."""
     store.record_route("t-refund", "continue", run_id=RUN)
@@ -26,7 +26,7 @@ def test_a_replay_is_one_row_per_event_within_120_columns(
     store.record_route("t-refund", "finish", run_id=RUN)
     events = store.history("t-refund")
 
-    shown = run_cli("replay", "t-refund", db=db_url, env={"COLUMNS": str(COLUMNS)})
+    shown = run_cli("replay", "t-refund", db=migrated_url, env={"COLUMNS": str(COLUMNS)})
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
     assert max(cell_len(line) for line in lines) <= COLUMNS

@@ -31,9 +31,9 @@ class Decision(pydantic.BaseModel):
 
 
 @pytest.fixture(params=["invoke", "ainvoke"])
-async def rig(request: pytest.FixtureRequest, db_url: str) -> AsyncIterator[Rig]:
+async def rig(request: pytest.FixtureRequest, migrated_url: str) -> AsyncIterator[Rig]:
     """The refund agent with a store and a checkpointer, driven by invoke or ainvoke."""
-    async with open_rig(db_url, str(request.param)) as r:
+    async with open_rig(migrated_url, str(request.param)) as r:
         yield r
 
 

@@ -7,8 +7,10 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
+import factories
 import pytest
 from freezegun import freeze_time
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, ToolMessage
@@ -41,18 +43,8 @@ FROZEN = "2024-03-01 09:00:00"
 TTL = 60
 
 
-def marker(**fields: Any) -> dict[str, Any]:
-    """A dict marker minted now (under the frozen clock) with ``fields`` overriding."""
-    base: dict[str, Any] = {
-        "name": "approval_required",
-        "interrupt_id": "i-0123456789ab",
-        "payload": {},
-        "tool_call_id": None,
-        "run_id": None,
-        "minted_at": time.time(),
-    }
-    base.update(fields)
-    return base
+# A dict marker minted now (under the frozen clock), ``fields`` overriding.
+marker = partial(factories.plain_marker, interrupt_id="i-0123456789ab", payload={})
 
 
 # --- build_interrupt_marker, new_interrupt_id, the sentinel -----------------------

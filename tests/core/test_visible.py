@@ -137,10 +137,10 @@ def hostile_shop(store: InterruptStore) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize("args", [["audit"], ["replay", f"refund{JOINED}"]], ids=["audit", "replay"])
-def test_cli_tables_show_invisible_and_look_alike_characters(store: InterruptStore, db_url: str, args: list[str]) -> None:
+def test_cli_tables_show_invisible_and_look_alike_characters(store: InterruptStore, migrated_url: str, args: list[str]) -> None:
     """Tables show escapes and mixed-script marks in ids, names, actors, payloads and responses; none of the raw characters."""
     hostile_shop(store)
-    shown = run_cli(*args, db=db_url, env={"COLUMNS": "400"})
+    shown = run_cli(*args, db=migrated_url, env={"COLUMNS": "400"})
     assert shown.returncode == 0, shown.stderr
     text = shown.stdout
     assert not [c for c in text if hidden(c)], text
@@ -153,21 +153,21 @@ def test_cli_tables_show_invisible_and_look_alike_characters(store: InterruptSto
         assert all(part in text for part in SHOWN)
 
 
-def test_pending_table_reveals_and_json_and_csv_keep_the_stored_text(store: InterruptStore, db_url: str) -> None:
+def test_pending_table_reveals_and_json_and_csv_keep_the_stored_text(store: InterruptStore, migrated_url: str) -> None:
     """`pending` reveals in its table; `--format json` and `csv` carry the exact stored characters."""
     thread_id, interrupt_id = f"open{JOINED}", "i-open"
     marker = build_interrupt_marker(name="approve", interrupt_id=interrupt_id, payload=HOSTILE_PAYLOAD)
     store.mint(thread_id, marker, actor=LOOKALIKE)
-    table = run_cli("pending", db=db_url).stdout
+    table = run_cli("pending", db=migrated_url).stdout
     assert "opena⟨U+200D⟩lice" in table and all(part in table for part in SHOWN)
     assert BIDI not in table and JOINED not in table
 
-    (item,) = json.loads(run_cli("pending", "--format", "json", db=db_url).stdout)
+    (item,) = json.loads(run_cli("pending", "--format", "json", db=migrated_url).stdout)
     assert (item["thread_id"], item["payload"]) == (thread_id, HOSTILE_PAYLOAD)
     hostile_shop(store)
-    records = json.loads(run_cli("audit", "--format", "json", db=db_url).stdout)
+    records = json.loads(run_cli("audit", "--format", "json", db=migrated_url).stdout)
     assert [(r["thread_id"], r["payload"]) for r in records if r["actor"] is None] == [(thread_id, HOSTILE_PAYLOAD)]
-    rows = list(csv.DictReader(io.StringIO(run_cli("audit", "--format", "csv", db=db_url).stdout)))
+    rows = list(csv.DictReader(io.StringIO(run_cli("audit", "--format", "csv", db=migrated_url).stdout)))
     answered = next(r for r in rows if r["outcome"] == "resumed")
     assert (answered["thread_id"], answered["actor"]) == (f"refund{JOINED}", f"b\u200bob{BIDI}")
     assert json.loads(answered["payload"]) == HOSTILE_PAYLOAD

@@ -58,7 +58,7 @@ POSTGRES_ATTACKS: dict[str, tuple[Callable[[sa.Connection], None], str]] = {
 
 @pytest.mark.parametrize("attack", sorted(set(SQLITE_ATTACKS) | set(POSTGRES_ATTACKS)))
 def test_verify_reports_each_way_the_append_only_triggers_are_taken_away(
-    store: InterruptStore, db_url: str, attack: str
+    store: InterruptStore, migrated_url: str, attack: str
 ) -> None:
     """Each attack leaves every chain intact, yet verify (Python and CLI, exit 1) says what happened to the triggers."""
     attacks = SQLITE_ATTACKS if store.engine.dialect.name == "sqlite" else POSTGRES_ATTACKS
@@ -75,7 +75,7 @@ def test_verify_reports_each_way_the_append_only_triggers_are_taken_away(
     assert report.guards and all("trigger" in g for g in report.guards)
     assert any(word in g for g in report.guards), report.guards
     assert word in str(report)
-    line = assert_clean_error(run_cli("verify", db=db_url), 1)
+    line = assert_clean_error(run_cli("verify", db=migrated_url), 1)
     assert "trigger" in line and word in line
 
 

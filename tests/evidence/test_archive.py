@@ -193,7 +193,7 @@ def test_a_thread_deleted_and_passed_off_as_archived_is_caught(
 
 
 def test_verify_archive_refuses_an_edited_file_another_key_and_an_unsigned_manifest(
-    history: InterruptStore, key: Path, pub: Path, tmp_path: Path, db_url: str
+    history: InterruptStore, key: Path, pub: Path, tmp_path: Path, migrated_url: str
 ) -> None:
     """verify-archive (CLI, exit 1) names the edited line's thread, a manifest signed by another key, and an unsigned one when a key is required."""
     store = history
@@ -214,7 +214,7 @@ def test_verify_archive_refuses_an_edited_file_another_key_and_an_unsigned_manif
     )
     with freeze_time(MARCH + timedelta(days=30)):
         unsigned = tmp_path / "unsigned.jsonl"
-        assert run_cli("archive", "--before", "2026-03-06", "--out", str(unsigned), db=db_url).returncode == 0
+        assert run_cli("archive", "--before", "2026-03-06", "--out", str(unsigned), db=migrated_url).returncode == 0
     assert archiving.verify_archive(unsigned).ok
     assert "not signed" in assert_clean_error(
         run_cli("verify-archive", str(unsigned), "--public-key", str(pub)), 1
@@ -246,14 +246,14 @@ def test_nothing_is_removed_when_a_thread_changes_while_it_is_archived(
 
 
 def test_an_archive_never_overwrites_and_refuses_a_broken_chain(
-    history: InterruptStore, key: Path, tmp_path: Path, db_url: str
+    history: InterruptStore, key: Path, tmp_path: Path, migrated_url: str
 ) -> None:
     """An existing --out is refused (exit 2); a thread whose chain is broken stops the archive before anything is removed."""
     store = history
     taken = tmp_path / "taken.jsonl"
     taken.write_text("mine")
     assert "never overwritten" in assert_clean_error(
-        run_cli("archive", "--before", "2026-02-01", "--out", str(taken), db=db_url), 2
+        run_cli("archive", "--before", "2026-02-01", "--out", str(taken), db=migrated_url), 2
     )
     assert taken.read_text() == "mine"
     with pytest.raises(InvalidInputError):
@@ -296,15 +296,15 @@ def test_downgrading_past_the_archive_migration_refuses_while_archived_heads_exi
     assert store.verify().ok
 
 
-def test_archive_on_the_command_line(history: InterruptStore, key: Path, db_url: str, tmp_path: Path) -> None:
+def test_archive_on_the_command_line(history: InterruptStore, key: Path, migrated_url: str, tmp_path: Path) -> None:
     """archive --before --out --key prints what it moved; the .gz archive is gzip."""
     out = tmp_path / "a.jsonl.gz"
-    done = run_cli("archive", "--before", "2026-02-01T00:00:00", "--out", str(out), "--key", str(key), db=db_url)
+    done = run_cli("archive", "--before", "2026-02-01T00:00:00", "--out", str(out), "--key", str(key), db=migrated_url)
     assert done.returncode == 0, done.stderr
     assert "archived 2 thread(s), 6 event(s)" in done.stdout
     with gzip.open(out, "rt") as handle:
         assert len(handle.readlines()) == 8
-    assert "--before" in assert_clean_error(run_cli("archive", "--out", str(tmp_path / "x"), db=db_url), 2)
+    assert "--before" in assert_clean_error(run_cli("archive", "--out", str(tmp_path / "x"), db=migrated_url), 2)
 
 
 @pytest.mark.postgres
@@ -401,7 +401,7 @@ def test_an_archived_head_removed_from_the_projection_or_refilled_below_it_is_ca
 
 
 def test_verify_with_archives_on_the_command_line(
-    history: InterruptStore, key: Path, pub: Path, db_url: str, tmp_path: Path
+    history: InterruptStore, key: Path, pub: Path, migrated_url: str, tmp_path: Path
 ) -> None:
     """verify --checkpoint of a checkpoint taken before an archive exits 1 naming the archived threads, and 0 with --archive FILE."""
     store = history
@@ -410,9 +410,9 @@ def test_verify_with_archives_on_the_command_line(
     out = tmp_path / "a.jsonl.gz"
     store.archive(FEBRUARY, out, key=key)
     args = ("verify", "--checkpoint", str(cp), "--public-key", str(pub))
-    line = assert_clean_error(run_cli(*args, db=db_url), 1)
+    line = assert_clean_error(run_cli(*args, db=migrated_url), 1)
     assert "t-old-1" in line and "--archive" in line
-    passed = run_cli(*args, "--archive", str(out), db=db_url)
+    passed = run_cli(*args, "--archive", str(out), db=migrated_url)
     assert passed.returncode == 0, passed.stderr
     assert "holds everything it committed to" in passed.stdout
 

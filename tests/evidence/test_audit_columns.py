@@ -84,7 +84,7 @@ def second_version(store: InterruptStore, interrupt_id: str) -> int:
 
 
 def test_bob_s_rejection_turned_into_an_approval_through_the_audit_column_is_named_by_verify(
-    store: InterruptStore, tmp_path: Path, db_url: str
+    store: InterruptStore, tmp_path: Path, migrated_url: str
 ) -> None:
     """Only the copy changed, triggers put back: audit() reads the forgery, but verify (and its command) names t-bob's answer."""
     refund(store, "t-alice", actor="alice", approved=True)
@@ -98,7 +98,7 @@ def test_bob_s_rejection_turned_into_an_approval_through_the_audit_column_is_nam
     assert [(b.thread_id, b.version, b.position, b.kind) for b in report.broken] == [
         ("t-bob", answer.version, answer.position, AUDIT)]
     assert "audit_response" in str(report) and f"position {answer.position}" in str(report)
-    result = run_cli("verify", db=db_url, cwd=tmp_path)
+    result = run_cli("verify", db=migrated_url, cwd=tmp_path)
     assert result.returncode == 1 and "t-bob" in result.stdout + result.stderr
 
 

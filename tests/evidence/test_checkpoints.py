@@ -414,17 +414,17 @@ def _race_checkpoints_and_writers(store: InterruptStore, key: Path, pub: Path) -
 
 
 async def test_the_async_store_takes_and_verifies_checkpoints_alike(
-    astore: AsyncInterruptStore, db_url: str, key: Path, pub: Path
+    astore: AsyncInterruptStore, migrated_url: str, key: Path, pub: Path
 ) -> None:
     """AsyncInterruptStore.checkpoint and verify_checkpoint run the same plans."""
-    sync = InterruptStore(db_url)
+    sync = InterruptStore(migrated_url)
     try:
         refund(sync, "t-a")
     finally:
         sync.close()
     cp = await astore.checkpoint(key)
     assert (await astore.verify_checkpoint(cp, public_keys=[pub])).ok
-    sync = InterruptStore(db_url)
+    sync = InterruptStore(migrated_url)
     try:
         reforge(sync, "t-a", lambda e: {"actor": "mallory"} if e.version == 4 else None)
     finally:
@@ -454,52 +454,52 @@ def test_keygen_writes_a_private_key_only_its_owner_reads_and_never_overwrites(t
 
 
 def test_checkpoint_and_verify_on_the_command_line(
-    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path, db_url: str, tmp_path: Path
+    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path, migrated_url: str, tmp_path: Path
 ) -> None:
     """checkpoint --out writes a file (a folder gets a new file each run); verify --checkpoint exits 0, then 1 naming the thread once the log is re-forged."""
     store, _ = signed
     folder = tmp_path / "checkpoints"
     folder.mkdir()
-    first = run_cli("checkpoint", "--key", str(key), "--out", str(folder), db=db_url)
+    first = run_cli("checkpoint", "--key", str(key), "--out", str(folder), db=migrated_url)
     assert first.returncode == 0, first.stderr
     store.record_route("t-alice", "finish", run_id="r2")
-    assert run_cli("checkpoint", "--key", str(key), "--out", str(folder), db=db_url).returncode == 0
+    assert run_cli("checkpoint", "--key", str(key), "--out", str(folder), db=migrated_url).returncode == 0
     files = sorted(folder.iterdir())
     assert len(files) == 2
     oldest = files[0]
     assert json.loads(oldest.read_text())["position"] == 15
-    assert run_cli("checkpoint", "--key", str(key), "--out", str(oldest), db=db_url).returncode == 2
+    assert run_cli("checkpoint", "--key", str(key), "--out", str(oldest), db=migrated_url).returncode == 2
 
-    stdout = run_cli("checkpoint", "--key", str(key), "--previous", str(files[1]), db=db_url)
+    stdout = run_cli("checkpoint", "--key", str(key), "--previous", str(files[1]), db=migrated_url)
     assert stdout.returncode == 0, stdout.stderr
     assert parse_checkpoint(stdout.stdout).position == 16
 
-    ok = run_cli("verify", "--checkpoint", str(oldest), "--public-key", str(pub), db=db_url)
+    ok = run_cli("verify", "--checkpoint", str(oldest), "--public-key", str(pub), db=migrated_url)
     assert ok.returncode == 0, ok.stderr
     assert "holds everything it committed to" in ok.stdout
 
     first_bob = store.history("t-bob")[0]
     reforge(store, "t-bob", lambda e: {"actor": "alice"} if e.version == 4 else None)
-    broken = run_cli("verify", "--checkpoint", str(oldest), "--public-key", str(pub), db=db_url)
+    broken = run_cli("verify", "--checkpoint", str(oldest), "--public-key", str(pub), db=migrated_url)
     line = assert_clean_error(broken, 1)
     # The first event that may differ: no checkpoint saw t-bob before its answer.
     assert "'t-bob' at position " + str(first_bob.position) in line
 
-    assert "--public-key" in assert_clean_error(run_cli("verify", "--checkpoint", str(oldest), db=db_url), 2)
+    assert "--public-key" in assert_clean_error(run_cli("verify", "--checkpoint", str(oldest), db=migrated_url), 2)
     edited = tmp_path / "edited.json"
     edited.write_text(oldest.read_text().replace('"position": 15', '"position": 14'))
     assert "edited" in assert_clean_error(
-        run_cli("verify", "--checkpoint", str(edited), "--public-key", str(pub), db=db_url), 1
+        run_cli("verify", "--checkpoint", str(edited), "--public-key", str(pub), db=migrated_url), 1
     )
 
 
-def test_bad_key_files_are_refused_with_exit_2(store: InterruptStore, db_url: str, tmp_path: Path) -> None:
+def test_bad_key_files_are_refused_with_exit_2(store: InterruptStore, migrated_url: str, tmp_path: Path) -> None:
     """A missing key, a non-PEM file, or a public key given as the signing key: exit 2, nothing signed."""
     junk = tmp_path / "junk"
     junk.write_text("not a key")
     _, public = generate_key(tmp_path / "k")
     for path in (tmp_path / "missing", junk, public):
-        assert assert_clean_error(run_cli("checkpoint", "--key", str(path), db=db_url), 2)
+        assert assert_clean_error(run_cli("checkpoint", "--key", str(path), db=migrated_url), 2)
     with pytest.raises(InvalidInputError):
         store.checkpoint(b"not a key")
     with store.engine.connect() as conn:
@@ -533,16 +533,16 @@ def folder(tmp_path: Path) -> Path:
 
 
 def test_checkpoint_into_a_chain_folder_follows_its_newest_valid_file(
-    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path, db_url: str, folder: Path, tmp_path: Path
+    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path, migrated_url: str, folder: Path, tmp_path: Path
 ) -> None:
     """checkpoint --chain DIR writes each checkpoint into DIR linked to the newest file there that the key signed; a non-checkpoint, an edited file and another key's file are passed over with a warning on stderr."""
     store, _ = signed
-    first = run_cli("checkpoint", "--key", str(key), "--chain", str(folder), db=db_url)
+    first = run_cli("checkpoint", "--key", str(key), "--chain", str(folder), db=migrated_url)
     assert first.returncode == 0, first.stderr
     (one,) = chain_files(folder)
     assert str(one) in first.stdout
     store.record_route("t-alice", "finish", run_id="r2")
-    assert run_cli("checkpoint", "--key", str(key), "--chain", str(folder), db=db_url).returncode == 0
+    assert run_cli("checkpoint", "--key", str(key), "--chain", str(folder), db=migrated_url).returncode == 0
     one_cp, two_cp = (parse_checkpoint(f.read_text()) for f in chain_files(folder))
     assert two_cp.document["previous"] == {"position": one_cp.position, "root": one_cp.root, "id": one_cp.id}
     assert two_cp.position == 16 and two_cp.document["full"] is False
@@ -552,13 +552,13 @@ def test_checkpoint_into_a_chain_folder_follows_its_newest_valid_file(
     edited = dict(two_cp.document, position=17, cursor=17)
     (folder / "checkpoint-99999999T999999999999Z-9998.json").write_text(json.dumps(edited))
     other, _ = generate_key(tmp_path / "other")
-    with InterruptStore(db_url) as elsewhere:
+    with InterruptStore(migrated_url) as elsewhere:
         foreign = elsewhere.checkpoint(other)
     (folder / "checkpoint-99999999T999999999999Z-9997.json").write_text(foreign.to_json())
     (folder / "notes.txt").write_text("not read")
 
     store.record_route("t-bob", "finish", run_id="r2")
-    third = run_cli("checkpoint", "--key", str(key), "--chain", str(folder), db=db_url)
+    third = run_cli("checkpoint", "--key", str(key), "--chain", str(folder), db=migrated_url)
     assert third.returncode == 0, third.stderr
     warned = [line for line in third.stderr.splitlines() if "warning: ignored" in line]
     assert len(warned) == 3, third.stderr
@@ -566,9 +566,9 @@ def test_checkpoint_into_a_chain_folder_follows_its_newest_valid_file(
     newest = parse_checkpoint(max(chain_files(folder), key=lambda f: f.stat().st_mtime_ns).read_text())
     assert newest.position == 17 and newest.document["previous"]["id"] == two_cp.id
 
-    both = run_cli("checkpoint", "--key", str(key), "--chain", str(folder), "--out", str(tmp_path), db=db_url)
+    both = run_cli("checkpoint", "--key", str(key), "--chain", str(folder), "--out", str(tmp_path), db=migrated_url)
     assert "--chain" in assert_clean_error(both, 2)
-    missing = run_cli("checkpoint", "--key", str(key), "--chain", str(tmp_path / "nowhere"), db=db_url)
+    missing = run_cli("checkpoint", "--key", str(key), "--chain", str(tmp_path / "nowhere"), db=migrated_url)
     assert "not a folder" in assert_clean_error(missing, 2)
 
 
@@ -592,11 +592,11 @@ def test_the_python_api_takes_a_checkpoint_into_a_chain_folder_alike(
 
 
 def test_a_forged_approval_after_the_checkpoint_tables_were_deleted_is_refused_by_the_chain(
-    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path, db_url: str, folder: Path, tmp_path: Path
+    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path, migrated_url: str, folder: Path, tmp_path: Path
 ) -> None:
     """The issue's attack: every checkpoint table emptied, bob's rejection re-forged as alice's approval (hashes, audit columns, projection fixed up; verify() passes). checkpoint --chain refuses naming t-bob, writing nothing; verify --chain fails naming t-bob; a plain checkpoint is the forged fresh chain."""
     store, _ = signed
-    assert run_cli("checkpoint", "--key", str(key), "--chain", str(folder), db=db_url).returncode == 0
+    assert run_cli("checkpoint", "--key", str(key), "--chain", str(folder), db=migrated_url).returncode == 0
     (kept,) = chain_files(folder)
     # No checkpoint saw t-bob before its answer: the first event it can no longer vouch for.
     first_bob = store.history("t-bob")[0]
@@ -606,7 +606,7 @@ def test_a_forged_approval_after_the_checkpoint_tables_were_deleted_is_refused_b
     assert [(r.actor, r.response) for r in store.audit(thread_id="t-bob")] == [("alice", {"approved": True})]
     assert store.verify().ok  # chains, heads, audit columns and triggers: fooled
 
-    refused = run_cli("checkpoint", "--key", str(key), "--chain", str(folder), db=db_url)
+    refused = run_cli("checkpoint", "--key", str(key), "--chain", str(folder), db=migrated_url)
     line = assert_clean_error(refused, 1)
     assert "thread 't-bob'" in line and "extends the newest checkpoint" in line
     assert chain_files(folder) == [kept] and recorded_checkpoints(store) == 0  # nothing written
@@ -615,22 +615,22 @@ def test_a_forged_approval_after_the_checkpoint_tables_were_deleted_is_refused_b
     assert api.value.thread_id == "t-bob" and api.value.position == first_bob.position
     # Even asked to recompute everything, it first proves the log against the folder.
     assert "'t-bob'" in assert_clean_error(
-        run_cli("checkpoint", "--key", str(key), "--chain", str(folder), "--full", db=db_url), 1
+        run_cli("checkpoint", "--key", str(key), "--chain", str(folder), "--full", db=migrated_url), 1
     )
 
-    broken = run_cli("verify", "--chain", str(folder), "--public-key", str(pub), db=db_url)
+    broken = run_cli("verify", "--chain", str(folder), "--public-key", str(pub), db=migrated_url)
     assert f"thread 't-bob' at position {first_bob.position}" in assert_clean_error(broken, 1)
 
     # Without the chain, the database's word is all a checkpoint has: a fresh chain that
     # signs the forgery (why the documented cron uses --chain).
-    fresh = run_cli("checkpoint", "--key", str(key), "--out", str(tmp_path), db=db_url)
+    fresh = run_cli("checkpoint", "--key", str(key), "--out", str(tmp_path), db=migrated_url)
     assert fresh.returncode == 0, fresh.stderr
     (signed_forgery,) = chain_files(tmp_path)
     assert parse_checkpoint(signed_forgery.read_text()).document["previous"] is None
 
 
 def test_a_re_forged_thread_with_no_newer_event_stays_committed_at_its_true_head(
-    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path, db_url: str, folder: Path
+    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path, migrated_url: str, folder: Path
 ) -> None:
     """With the checkpoint tables intact, the next checkpoint re-reads only new events: a re-forged thread with no newer event does not stop it, but it commits to that thread's true head, so verify --chain names the thread; its next event makes the checkpoint refuse."""
     store, _ = signed
@@ -644,7 +644,7 @@ def test_a_re_forged_thread_with_no_newer_event_stays_committed_at_its_true_head
     report = store.verify_chain(folder, public_keys=[pub])
     assert not report.ok and "thread 't-bob'" in report.problems[0]
     assert "'t-bob'" in assert_clean_error(
-        run_cli("verify", "--chain", str(folder), "--public-key", str(pub), db=db_url), 1
+        run_cli("verify", "--chain", str(folder), "--public-key", str(pub), db=migrated_url), 1
     )
     store.record_route("t-bob", "finish", run_id="r2")
     with pytest.raises(EvidenceError) as refused:
@@ -654,7 +654,7 @@ def test_a_re_forged_thread_with_no_newer_event_stays_committed_at_its_true_head
 
 
 def test_a_chain_whose_newest_file_the_database_never_recorded_is_proven_and_continued(
-    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path, db_url: str, folder: Path
+    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path, migrated_url: str, folder: Path
 ) -> None:
     """The database's record is not the folder's newest (tables emptied, or a checkpoint taken elsewhere after it): an untouched log is proven against the file, every head recomputed, and the chain goes on linked to the file; verify --chain passes."""
     store, _ = signed
@@ -673,7 +673,7 @@ def test_a_chain_whose_newest_file_the_database_never_recorded_is_proven_and_con
     fourth = store.checkpoint(key, chain=folder)  # the kept state is the folder's again
     assert [h[0] for h in fourth.document["heads"]] == ["t-other"]
     assert check(store, fourth, pub).ok
-    ok = run_cli("verify", "--chain", str(folder), "--public-key", str(pub), db=db_url)
+    ok = run_cli("verify", "--chain", str(folder), "--public-key", str(pub), db=migrated_url)
     assert ok.returncode == 0, ok.stderr
     assert "4 checkpoint file(s), linked" in ok.stdout and "holds everything it committed to" in ok.stdout
 
@@ -699,7 +699,7 @@ def test_altered_kept_state_under_a_chain_is_refused_and_full_proves_before_reco
 
 
 def test_verify_chain_checks_every_link_of_the_folder(
-    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path, db_url: str, folder: Path
+    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path, migrated_url: str, folder: Path
 ) -> None:
     """verify --chain fails on a file removed from the middle, an edited file, and a restart (--full) whose earlier file the log no longer holds; it needs --public-key."""
     store, _ = signed
@@ -715,7 +715,7 @@ def test_verify_chain_checks_every_link_of_the_folder(
     gap = store.verify_chain(folder, public_keys=[pub])
     assert not gap.ok and "not in the folder" in gap.problems[0]
     files[1].write_text(middle.replace('"threads": 3', '"threads": 4'))
-    edited = run_cli("verify", "--chain", str(folder), "--public-key", str(pub), db=db_url)
+    edited = run_cli("verify", "--chain", str(folder), "--public-key", str(pub), db=migrated_url)
     assert str(files[1].name) in assert_clean_error(edited, 1)
     files[1].write_text(middle)
     assert store.verify_chain(folder, public_keys=[pub]).ok
@@ -728,27 +728,27 @@ def test_verify_chain_checks_every_link_of_the_folder(
     report = store.verify_chain(folder, public_keys=[pub])
     assert not report.ok and any("'t-bob'" in p for p in report.problems)
 
-    assert "--public-key" in assert_clean_error(run_cli("verify", "--chain", str(folder), db=db_url), 2)
+    assert "--public-key" in assert_clean_error(run_cli("verify", "--chain", str(folder), db=migrated_url), 2)
 
 
 def test_a_rotated_key_continues_the_chain_when_the_old_public_key_is_given(
-    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path, db_url: str, folder: Path, tmp_path: Path
+    signed: tuple[InterruptStore, Checkpoint], key: Path, pub: Path, migrated_url: str, folder: Path, tmp_path: Path
 ) -> None:
     """After a rotation, checkpoint --chain --public-key OLD.pub follows the old key's newest file; verify --chain with both keys passes, with the new key alone it fails; --public-key without --chain is refused."""
     store, _ = signed
     old = store.checkpoint(key, chain=folder)
     new_key, new_pub = generate_key(tmp_path / "rotated")
     store.record_route("t-alice", "finish", run_id="r2")
-    done = run_cli("checkpoint", "--key", str(new_key), "--chain", str(folder), "--public-key", str(pub), db=db_url)
+    done = run_cli("checkpoint", "--key", str(new_key), "--chain", str(folder), "--public-key", str(pub), db=migrated_url)
     assert done.returncode == 0, done.stderr
     assert "warning" not in done.stderr
     rotated = parse_checkpoint(chain_files(folder)[-1].read_text())
     assert rotated.document["previous"]["id"] == old.id and rotated.key_id != old.key_id
-    both = run_cli("verify", "--chain", str(folder), "--public-key", str(pub), "--public-key", str(new_pub), db=db_url)
+    both = run_cli("verify", "--chain", str(folder), "--public-key", str(pub), "--public-key", str(new_pub), db=migrated_url)
     assert both.returncode == 0, both.stderr
-    alone = run_cli("verify", "--chain", str(folder), "--public-key", str(new_pub), db=db_url)
+    alone = run_cli("verify", "--chain", str(folder), "--public-key", str(new_pub), db=migrated_url)
     assert "not among the given public keys" in assert_clean_error(alone, 1)
-    stray = run_cli("checkpoint", "--key", str(new_key), "--public-key", str(pub), db=db_url)
+    stray = run_cli("checkpoint", "--key", str(new_key), "--public-key", str(pub), db=migrated_url)
     assert "--chain" in assert_clean_error(stray, 2)
 
 
@@ -780,10 +780,10 @@ def test_checkpoints_racing_into_one_folder_never_fork_its_chain(
 
 
 async def test_the_async_store_takes_and_verifies_chains_alike(
-    astore: AsyncInterruptStore, db_url: str, key: Path, pub: Path, folder: Path
+    astore: AsyncInterruptStore, migrated_url: str, key: Path, pub: Path, folder: Path
 ) -> None:
     """AsyncInterruptStore.checkpoint(chain=...) and verify_chain run the same plans."""
-    sync = InterruptStore(db_url)
+    sync = InterruptStore(migrated_url)
     try:
         refund(sync, "t-a")
     finally:

@@ -64,7 +64,7 @@ ATTACKS = sorted({*SQLITE_ATTACKS, *POSTGRES_ATTACKS, "all"})
 
 @pytest.mark.parametrize("attack", ATTACKS)
 def test_a_taken_guard_is_named_by_verify_and_restored_as_migrated(
-    store: InterruptStore, db_url: str, attack: str
+    store: InterruptStore, migrated_url: str, attack: str
 ) -> None:
     """verify names `db guards --restore` (no downgrade); the restore brings back the migrated catalog; verify passes; the guard refuses again."""
     attacks = attacks_for(store)
@@ -78,21 +78,21 @@ def test_a_taken_guard_is_named_by_verify_and_restored_as_migrated(
 
     report = store.verify()
     assert report.guards and all("db guards --restore" in g for g in report.guards), report.guards
-    line = assert_clean_error(run_cli("verify", db=db_url), 1)
+    line = assert_clean_error(run_cli("verify", db=migrated_url), 1)
     assert "db guards --restore" in line and "downgrade" not in line
     assert "downgrade" not in str(report)
-    check = assert_clean_error(run_cli("db", "guards", db=db_url), 1)
+    check = assert_clean_error(run_cli("db", "guards", db=migrated_url), 1)
     assert "trigger" in check
 
-    restored = run_cli("db", "guards", "--restore", db=db_url)
+    restored = run_cli("db", "guards", "--restore", db=migrated_url)
     assert restored.returncode == 0, restored.stderr
     assert "restored the append-only guards" in restored.stdout
     assert "in place" in restored.stdout
 
     assert catalog(store) == migrated
     assert store.verify().ok and store.verify().guards == []
-    assert run_cli("verify", db=db_url).returncode == 0
-    assert run_cli("db", "guards", db=db_url).returncode == 0
+    assert run_cli("verify", db=migrated_url).returncode == 0
+    assert run_cli("db", "guards", db=migrated_url).returncode == 0
     with pytest.raises(sa.exc.DBAPIError), store.engine.begin() as conn:
         conn.exec_driver_sql("UPDATE symfonic_events SET actor = 'mallory'")
     with pytest.raises(sa.exc.DBAPIError), store.engine.begin() as conn:
@@ -102,38 +102,38 @@ def test_a_taken_guard_is_named_by_verify_and_restored_as_migrated(
     assert store.verify().ok  # appends still work (and on PostgreSQL get their read key)
 
 
-def test_restore_refuses_a_schema_that_is_not_at_head(store: InterruptStore, db_url: str) -> None:
+def test_restore_refuses_a_schema_that_is_not_at_head(store: InterruptStore, migrated_url: str) -> None:
     """Guards of the head revision are not put on an older schema: exit 2, run `db upgrade`."""
-    down = run_cli("db", "downgrade", EVENT_LOG_REVISION, db=db_url)
+    down = run_cli("db", "downgrade", EVENT_LOG_REVISION, db=migrated_url)
     assert down.returncode == 0, down.stderr
-    line = assert_clean_error(run_cli("db", "guards", "--restore", db=db_url), 2)
+    line = assert_clean_error(run_cli("db", "guards", "--restore", db=migrated_url), 2)
     assert "db upgrade" in line
 
 
 @pytest.mark.parametrize("target", ["base", "-N"])
 def test_a_downgrade_that_drops_the_event_table_needs_yes(
-    store: InterruptStore, db_url: str, target: str
+    store: InterruptStore, migrated_url: str, target: str
 ) -> None:
     """Without --yes: exit 2 naming --yes, nothing dropped; with --yes it goes to no schema (`base`, or `-N` with N every revision)."""
     if target == "-N":
         target = f"-{len(known_revisions())}"
     store.mint("t-1", build_interrupt_marker(name="n", interrupt_id="i-1", payload={}))
-    refused = run_cli("db", "downgrade", "--", target, db=db_url)
+    refused = run_cli("db", "downgrade", "--", target, db=migrated_url)
     line = assert_clean_error(refused, 2)
     assert "--yes" in line and "event table" in line
     assert [e.type for e in store.history("t-1")] == ["interrupt.minted"]
-    current = run_cli("db", "current", db=db_url)
+    current = run_cli("db", "current", db=migrated_url)
     assert f"revision {head_revision()} (head)" in current.stdout
 
-    done = run_cli("db", "downgrade", "--yes", "--", target, db=db_url)
+    done = run_cli("db", "downgrade", "--yes", "--", target, db=migrated_url)
     assert done.returncode == 0, done.stderr
     assert "no schema" in done.stdout
 
 
-def test_a_downgrade_that_keeps_the_event_table_needs_no_yes(store: InterruptStore, db_url: str) -> None:
+def test_a_downgrade_that_keeps_the_event_table_needs_no_yes(store: InterruptStore, migrated_url: str) -> None:
     """Down to the revision that created the event table (or one step) is not asked about."""
-    one = run_cli("db", "downgrade", "--", "-1", db=db_url)
+    one = run_cli("db", "downgrade", "--", "-1", db=migrated_url)
     assert one.returncode == 0, one.stderr
-    first = run_cli("db", "downgrade", EVENT_LOG_REVISION, db=db_url)
+    first = run_cli("db", "downgrade", EVENT_LOG_REVISION, db=migrated_url)
     assert first.returncode == 0, first.stderr
     assert f"revision {EVENT_LOG_REVISION}," in first.stdout

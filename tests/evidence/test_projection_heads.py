@@ -75,7 +75,7 @@ def tampered(store: InterruptStore) -> InterruptStore:
 
 
 def test_verify_names_the_thread_whose_last_events_were_deleted(
-    tampered: InterruptStore, db_url: str
+    tampered: InterruptStore, migrated_url: str
 ) -> None:
     """verify reports the removed tail (thread, projection version, last event's position) in the report, its text and the CLI."""
     last_left = tampered.history("t-refund")[-1]
@@ -93,12 +93,12 @@ def test_verify_names_the_thread_whose_last_events_were_deleted(
     assert not tampered.verify(thread_id="t-refund").ok
     assert tampered.verify(thread_id="t-other").broken == []  # (the triggers are reported)
 
-    line = assert_clean_error(run_cli("verify", db=db_url), 1)
+    line = assert_clean_error(run_cli("verify", db=migrated_url), 1)
     assert "t-refund" in line and "version 5" in line and "t-other" not in line
 
 
 def test_rebuild_refuses_a_head_the_events_no_longer_reach_unless_forced(
-    tampered: InterruptStore, db_url: str
+    tampered: InterruptStore, migrated_url: str
 ) -> None:
     """rebuild_projection and `projection rebuild` refuse (exit 1, saying what to do), and the approved interrupt is not approvable again until --force."""
     before = projection_row(tampered, "t-refund")
@@ -108,7 +108,7 @@ def test_rebuild_refuses_a_head_the_events_no_longer_reach_unless_forced(
     assert "t-refund" in str(caught.value) and "force" in str(caught.value)
     assert projection_row(tampered, "t-refund") == before  # nothing was rebuilt
 
-    refused = run_cli("projection", "rebuild", db=db_url)
+    refused = run_cli("projection", "rebuild", db=migrated_url)
     line = assert_clean_error(refused, 1)
     assert "t-refund" in line and "--force" in line and "verify" in line
     assert projection_row(tampered, "t-refund") == before
@@ -124,11 +124,11 @@ def test_rebuild_refuses_a_head_the_events_no_longer_reach_unless_forced(
         tampered.admit_node_resume("t-refund", pending, {"approved": True}, actor="bob")
     assert tampered.events() == events_before
     assert assert_clean_error(
-        run_cli("resume", "t-refund", IID, "--actor", "bob", db=db_url), 1
+        run_cli("resume", "t-refund", IID, "--actor", "bob", db=migrated_url), 1
     )
     assert tampered.events() == events_before
 
-    forced = run_cli("projection", "rebuild", "--force", db=db_url)
+    forced = run_cli("projection", "rebuild", "--force", db=migrated_url)
     assert forced.returncode == 0, forced.stderr
     # Forced, the projection is the fold of what is left: the evidence is gone and the
     # refund is open again. That is what --force accepts.
@@ -235,23 +235,23 @@ def test_verify_beside_concurrent_writers_names_only_the_removed_tail(
     assert len(tampered.history("w-0")) == len(tampered.history("w-1")) == 60
 
 
-def test_verify_of_a_thread_with_no_events_is_not_ok(store: InterruptStore, db_url: str) -> None:
+def test_verify_of_a_thread_with_no_events_is_not_ok(store: InterruptStore, migrated_url: str) -> None:
     """store.verify(thread_id=T) and `verify --thread T` on a thread with no events report it (exit 1, naming T)."""
     refund(store, "t-refund")
     report = store.verify(thread_id="t-typo")
     assert not report.ok
     assert [(b.thread_id, b.kind) for b in report.broken] == [("t-typo", "no_events")]
     assert "'t-typo'" in str(report)
-    line = assert_clean_error(run_cli("verify", "--thread", "t-typo", db=db_url), 1)
+    line = assert_clean_error(run_cli("verify", "--thread", "t-typo", db=migrated_url), 1)
     assert "t-typo" in line
-    assert run_cli("verify", "--thread", "t-refund", db=db_url).returncode == 0
+    assert run_cli("verify", "--thread", "t-refund", db=migrated_url).returncode == 0
 
 
 async def test_the_async_store_checks_heads_and_refuses_rebuild_alike(
-    astore: AsyncInterruptStore, db_url: str
+    astore: AsyncInterruptStore, migrated_url: str
 ) -> None:
     """The asyncio store's verify and rebuild_projection(force=...) behave like the sync store's."""
-    sync = InterruptStore(db_url)
+    sync = InterruptStore(migrated_url)
     try:
         refund(sync, "t-refund")
         disable_append_only(sync)

@@ -206,18 +206,18 @@ def _assert_committed_operations_survived(store: InterruptStore, lines: list[str
 
 
 @pytest.mark.slow
-def test_sigkilled_writers_leave_a_whole_store(db_url: str) -> None:
+def test_sigkilled_writers_leave_a_whole_store(migrated_url: str) -> None:
     """After each of KILLS SIGKILLs at random moments the store opens, verifies and folds."""
     rng = random.Random(SEED)
-    with InterruptStore(db_url) as store:
+    with InterruptStore(migrated_url) as store:
         store.setup()
     total_lines = 0
     for kill in range(KILLS):
         lines_before_kill = rng.randint(1, MAX_LINES_BEFORE_KILL)
         child_seed = rng.randrange(1 << 30)
-        lines = _run_and_kill(db_url, child_seed, lines_before_kill)
+        lines = _run_and_kill(migrated_url, child_seed, lines_before_kill)
         total_lines += len(lines)
-        with InterruptStore(db_url) as store:
+        with InterruptStore(migrated_url) as store:
             try:
                 _assert_committed_operations_survived(store, lines)
                 assert_consistent(store)
@@ -226,7 +226,7 @@ def test_sigkilled_writers_leave_a_whole_store(db_url: str) -> None:
                     f"after kill {kill + 1}/{KILLS} (SYMFONIC_STORE_CRASH_SEED={SEED}, "
                     f"child seed {child_seed}, killed after {lines_before_kill} lines): {exc}"
                 ) from exc
-    with InterruptStore(db_url) as store:
+    with InterruptStore(migrated_url) as store:
         kinds = {e.type for e in store.events()}
     # The workload really exercised the paths it claims to (not just mints).
     assert {MINTED, ROUTE_DECIDED, EXPIRED} <= kinds

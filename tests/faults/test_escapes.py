@@ -266,12 +266,12 @@ def driver_error(db_url: str) -> Exception:
 
 
 @pytest.fixture
-def raw_fault(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, bool]]:
+def raw_fault(migrated_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, bool]]:
     """Arm ``fault["runner"]`` to make the store's runner meet a raw driver error (as an
     engine hook raises it), ``fault["saver"]`` to make LangGraph's saver inside
     ``store.checkpointer()`` raise one on its own cursor."""
     fault = {"runner": False, "saver": False}
-    error = driver_error(db_url)
+    error = driver_error(migrated_url)
     choose = execute_module.choose_executor_again
     call, tuples = checkpointer_module._Sql.call, checkpointer_module._Sql.tuples
 
@@ -344,9 +344,9 @@ def test_no_driver_error_escapes_the_store(
     assert_consistent(store)
 
 
-async def test_no_driver_error_escapes_the_async_store(db_url: str, raw_fault: dict[str, bool]) -> None:
+async def test_no_driver_error_escapes_the_async_store(migrated_url: str, raw_fault: dict[str, bool]) -> None:
     """The asyncio store's runner translates a driver's own exception the same way."""
-    astore = AsyncInterruptStore(db_url)
+    astore = AsyncInterruptStore(migrated_url)
     try:
         await astore.setup()
         await astore.mint("t-1", stale_marker(1))
@@ -415,20 +415,20 @@ def test_a_saver_error_while_the_gateway_answers_is_told_unknown(
 
 @pytest.mark.parametrize("driver", ["invoke", "ainvoke"])
 async def test_the_callers_saver_failing_while_the_gateway_answers_is_told_unknown(
-    db_url: str, driver: str
+    migrated_url: str, driver: str
 ) -> None:
     """LangGraph's own saver (on its own connection) losing it after the node acted: the store's DatabaseError, outcome unknown, the claim kept."""
-    store = new_store(db_url, driver)
+    store = new_store(migrated_url, driver)
     await ready(store.setup())
     try:
-        async with open_saver(db_url, driver) as saver:
+        async with open_saver(migrated_url, driver) as saver:
             wires = Wires()
             gate = InterruptGateway(node_graph(saver, wires), store)
             config = config_for("t")
             out = await (gate.ainvoke({}, config) if driver == "ainvoke" else ready(gate.invoke({}, config)))
             (paused,) = out["__interrupt__"]
             lost = {"on": False}
-            error = driver_error(db_url)
+            error = driver_error(migrated_url)
 
             def failing(method: Callable[..., Any]) -> Callable[..., Any]:
                 def call(*args: Any, **kwargs: Any) -> Any:
@@ -510,14 +510,14 @@ def test_a_checkpointer_group_lost_at_commit_is_unknown_and_not_retried(sqlite_u
 
 @pytest.mark.parametrize("driver", ["invoke", "ainvoke"])
 async def test_the_gateways_stream_tells_a_saver_failure_as_the_stores_error(
-    db_url: str, driver: str
+    migrated_url: str, driver: str
 ) -> None:
     """gateway.stream / astream over LangGraph's own saver losing its connection: the store's DatabaseError, not the driver's."""
-    store = new_store(db_url, driver)
+    store = new_store(migrated_url, driver)
     await ready(store.setup())
     try:
-        async with open_saver(db_url, driver) as saver:
-            error = driver_error(db_url)
+        async with open_saver(migrated_url, driver) as saver:
+            error = driver_error(migrated_url)
 
             def lost(*args: Any, **kwargs: Any) -> Any:
                 raise error
@@ -541,10 +541,10 @@ async def test_the_gateways_stream_tells_a_saver_failure_as_the_stores_error(
 
 
 async def test_no_saver_error_escapes_the_async_checkpointer(
-    db_url: str, raw_fault: dict[str, bool]
+    migrated_url: str, raw_fault: dict[str, bool]
 ) -> None:
     """The asyncio store's checkpointer (its saver driven inside run_sync) tells the store's error too."""
-    astore = AsyncInterruptStore(db_url)
+    astore = AsyncInterruptStore(migrated_url)
     try:
         await astore.setup()
         saver = astore.checkpointer()
@@ -569,24 +569,24 @@ async def test_no_saver_error_escapes_the_async_checkpointer(
         await astore.aclose()
 
 
-def test_a_saver_failure_after_the_markers_resume_is_told_unknown(db_url: str) -> None:
+def test_a_saver_failure_after_the_markers_resume_is_told_unknown(migrated_url: str) -> None:
     """The seed marker's interrupt answered through the gateway: the resume is committed, so a saver failure afterwards is 'unknown', never 'nothing was written'."""
     import asyncio
 
     from symfonic_store.demo import RefundLedger, build_agent_graph, refund_tools
 
     async def scenario() -> None:
-        store = InterruptStore(db_url)
+        store = InterruptStore(migrated_url)
         store.setup()
         try:
-            async with open_saver(db_url, "invoke") as saver:
+            async with open_saver(migrated_url, "invoke") as saver:
                 graph = build_agent_graph(store, checkpointer=saver, tools=refund_tools(RefundLedger()))
                 gate = InterruptGateway(graph, store)
                 gate.invoke({"messages": [("user", "Please refund $420 to order 1181.")]}, config_for("t"))
                 (opened,) = store.open_interrupts("t")
                 assert opened["source"] == "marker"
                 lost = {"on": False}
-                error = driver_error(db_url)
+                error = driver_error(migrated_url)
                 for name in ("put", "put_writes", "get_tuple"):
                     method = getattr(saver, name)
 

@@ -254,7 +254,7 @@ InterruptGateway(refunds.graph, store).answer(sys.argv[3], sys.argv[4], {"approv
 """
 
 
-def test_an_answering_process_killed_after_the_node_acted_is_outcome_unknown(db_url: str, tmp_path: Path) -> None:
+def test_an_answering_process_killed_after_the_node_acted_is_outcome_unknown(migrated_url: str, tmp_path: Path) -> None:
     """The answering process dies after the tool acted: outcome_unknown by its actor, refused until settle, one refund (both backends)."""
     import subprocess
     import sys
@@ -262,22 +262,22 @@ def test_an_answering_process_killed_after_the_node_acted_is_outcome_unknown(db_
     from cli_helpers import cli_env
     from service_rig import import_module_file
 
-    conninfo = "" if db_url.startswith("sqlite") else libpq_conninfo(db_url)
+    conninfo = "" if migrated_url.startswith("sqlite") else libpq_conninfo(migrated_url)
     module = tmp_path / "refunds.py"
     module.write_text(REFUND_MODULE.format(
-        url=db_url, refunds=str(tmp_path / "refunds.jsonl"), runs=str(tmp_path / "runs.txt"),
-        path=str(sa.make_url(db_url).database), conninfo=conninfo,
+        url=migrated_url, refunds=str(tmp_path / "refunds.jsonl"), runs=str(tmp_path / "runs.txt"),
+        path=str(sa.make_url(migrated_url).database), conninfo=conninfo,
     ))
     refunds = import_module_file(module)
     effects, runs = Effects(tmp_path / "refunds.jsonl"), tmp_path / "runs.txt"
     thread = "t-killed"
-    with InterruptStore(db_url) as store:
+    with InterruptStore(migrated_url) as store:
         store.setup()
         gate = InterruptGateway(refunds.graph, store)
         gate.invoke({}, config_for(thread, actor="requester"))
         ((_, interrupt_id),) = [(o["thread_id"], o["interrupt_id"]) for o in store.open_interrupts(thread)]
         answering = subprocess.run(
-            [sys.executable, "-c", ANSWERER, str(tmp_path), db_url, thread, interrupt_id],
+            [sys.executable, "-c", ANSWERER, str(tmp_path), migrated_url, thread, interrupt_id],
             env=cli_env({"DIE_AFTER_THE_EFFECT": "1"}), capture_output=True, text=True, timeout=120,
         )
         assert answering.returncode == 17, answering.stderr

@@ -41,9 +41,9 @@ async def unknown_outcome(gate: Gate, thread_id: str) -> str:
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_settled_as_not_taken_the_interrupt_is_open_again(db_url: str, driver: str) -> None:
+async def test_settled_as_not_taken_the_interrupt_is_open_again(migrated_url: str, driver: str) -> None:
     """settle not_taken: recorded with settled_by, and the next answer is admitted and runs the node."""
-    async with gate_for(db_url, driver, node_graph) as gate:
+    async with gate_for(migrated_url, driver, node_graph) as gate:
         i = await unknown_outcome(gate, "t-settle-no")
         with pytest.raises(InterruptOutcomeUnknownError):
             await gate.answer("t-settle-no", i, {"approved": True}, "bob")
@@ -59,9 +59,9 @@ async def test_settled_as_not_taken_the_interrupt_is_open_again(db_url: str, dri
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_settled_as_taken_the_claimants_answer_is_the_answer(db_url: str, driver: str) -> None:
+async def test_settled_as_taken_the_claimants_answer_is_the_answer(migrated_url: str, driver: str) -> None:
     """settle taken: interrupt.resumed by the claimant with her answer and decision, settled_by the operator; later answers are refused."""
-    async with gate_for(db_url, driver, node_graph) as gate:
+    async with gate_for(migrated_url, driver, node_graph) as gate:
         i = await unknown_outcome(gate, "t-settle-yes")
         await gate.s("settle", "t-settle-yes", i, outcome="taken", actor="ops")
         (resumed,) = of_type(await gate.history("t-settle-yes"), "interrupt.resumed")
@@ -74,9 +74,9 @@ async def test_settled_as_taken_the_claimants_answer_is_the_answer(db_url: str, 
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_settling_what_is_not_of_unknown_outcome_is_refused(db_url: str, driver: str) -> None:
+async def test_settling_what_is_not_of_unknown_outcome_is_refused(migrated_url: str, driver: str) -> None:
     """An open interrupt, one merely in progress, an unknown thread, a bad outcome: InvalidInputError, nothing written."""
-    async with gate_for(db_url, driver, node_graph) as gate:
+    async with gate_for(migrated_url, driver, node_graph) as gate:
         (paused,) = (await gate.invoke({}, "t-not-unknown"))["__interrupt__"]
         before = len(await gate.history("t-not-unknown"))
         with pytest.raises(InvalidInputError, match="no answer of unknown outcome"):
@@ -91,24 +91,24 @@ async def test_settling_what_is_not_of_unknown_outcome_is_refused(db_url: str, d
         assert len(await gate.history("t-not-unknown")) == before
 
 
-async def test_the_settle_command(db_url: str) -> None:
+async def test_the_settle_command(migrated_url: str) -> None:
     """symfonic-store sweep says what is of unknown outcome; settle --as not-taken records the operator; settling again is exit 2."""
-    async with gate_for(db_url, "invoke", node_graph) as gate:
+    async with gate_for(migrated_url, "invoke", node_graph) as gate:
         (paused,) = (await gate.invoke({}, "t-cli"))["__interrupt__"]
         i = paused.id
         gate.store.claim("t-cli", i, {"approved": True}, actor="alice")
         with freeze_time(datetime.now(UTC) + timedelta(hours=1)):
-            swept = run_cli("sweep", db=db_url)
+            swept = run_cli("sweep", db=migrated_url)
         assert swept.returncode == 0, swept.stderr
         assert "1 abandoned answer(s) of unknown outcome" in swept.stdout + swept.stderr
-        done = run_cli("settle", "t-cli", i, "--as", "not-taken", "--actor", "ops", db=db_url)
+        done = run_cli("settle", "t-cli", i, "--as", "not-taken", "--actor", "ops", db=migrated_url)
         assert done.returncode == 0, done.stderr
         assert "open again" in done.stdout
         settled = of_type(await gate.history("t-cli"), "interrupt.resume_rejected")[-1]
         assert settled.data["settled_by"] == "ops" and settled.data["why"] == "not_taken"
-        again = run_cli("settle", "t-cli", i, "--as", "taken", "--actor", "ops", db=db_url)
+        again = run_cli("settle", "t-cli", i, "--as", "taken", "--actor", "ops", db=migrated_url)
         assert again.returncode == 2 and "no answer of unknown outcome" in again.stderr
-        bad = run_cli("settle", "t-cli", i, "--as", "perhaps", "--actor", "ops", db=db_url)
+        bad = run_cli("settle", "t-cli", i, "--as", "perhaps", "--actor", "ops", db=migrated_url)
         assert bad.returncode == 2
 
 
@@ -131,9 +131,9 @@ def answer_id_graph(checkpointer: Any, wires: Wires) -> Any:
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_every_answer_to_an_interrupt_carries_the_same_answer_id(db_url: str, driver: str) -> None:
+async def test_every_answer_to_an_interrupt_carries_the_same_answer_id(migrated_url: str, driver: str) -> None:
     """A refused answer and the admitted one: the node sees one answer id, the interrupt's, on every delivery."""
-    async with gate_for(db_url, driver, answer_id_graph) as gate:
+    async with gate_for(migrated_url, driver, answer_id_graph) as gate:
         (paused,) = (await gate.invoke({}, "t-ids"))["__interrupt__"]
         with pytest.raises(Exception, match="did not take"):
             await gate.answer("t-ids", paused.id, "bad", "mallory")

@@ -18,10 +18,12 @@ import logging
 import sys
 import urllib.parse
 from collections.abc import Awaitable, Callable, Iterator
+from functools import partial
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
+import factories
 import pytest
 import sqlalchemy as sa
 from cli_helpers import run_cli
@@ -125,8 +127,7 @@ def every_logger_at_debug(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.L
     yield caplog
 
 
-def marker(interrupt_id: str) -> dict[str, Any]:
-    return {"name": "approval", "interrupt_id": interrupt_id, "payload": {"amount": 420}}
+marker = partial(factories.plain_marker, name="approval", age=None)
 
 
 def exercise(store: InterruptStore, w: Witness) -> None:

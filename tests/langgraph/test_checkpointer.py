@@ -113,10 +113,10 @@ def types(events: list[Any]) -> list[str]:
 
 @pytest.mark.parametrize("driver", DRIVERS)
 async def test_a_recorded_conversation_adds_no_commit_of_its_own_per_step(
-    db_url: str, driver: str, counts: Counts
+    migrated_url: str, driver: str, counts: Counts
 ) -> None:
     """Five route decisions, a mint and a resume: one transaction per checkpointer write, plus the admission."""
-    async with open_own_rig(db_url, driver) as rig:
+    async with open_own_rig(migrated_url, driver) as rig:
         counts.reset()
         interrupt_id = await rig.start("t-1")
         assert counts.saver_writes > 0
@@ -137,9 +137,9 @@ async def test_a_recorded_conversation_adds_no_commit_of_its_own_per_step(
 
 
 @pytest.mark.parametrize("durability", ["sync", "exit"])
-async def test_every_durability_mode_records_the_whole_run(db_url: str, durability: str) -> None:
+async def test_every_durability_mode_records_the_whole_run(migrated_url: str, durability: str) -> None:
     """With durability sync or exit (one checkpoint per run) the same events are recorded, none left behind."""
-    async with open_own_rig(db_url, "invoke") as rig:
+    async with open_own_rig(migrated_url, "invoke") as rig:
         config = config_for("t-d", actor="alice")
         paused = rig.graph.invoke({"messages": [HumanMessage("Please refund $420 to order 1181.")]}, config, durability=durability)
         interrupt_id = paused["__interrupt__"][0].value["interrupt_id"]
@@ -150,9 +150,9 @@ async def test_every_durability_mode_records_the_whole_run(db_url: str, durabili
         assert len(rig.saver._steps) == 0
 
 
-async def test_a_step_langgraph_could_not_save_records_nothing(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_step_langgraph_could_not_save_records_nothing(migrated_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """When saving the step that raised the marker fails, neither its mint nor its route decision is recorded."""
-    async with open_own_rig(db_url, "invoke") as rig:
+    async with open_own_rig(migrated_url, "invoke") as rig:
         real_call = own._Sql.call
 
         def failing(self: Any, conn: Any, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -178,10 +178,10 @@ async def test_a_step_langgraph_could_not_save_records_nothing(db_url: str, monk
 
 @pytest.mark.parametrize("driver", DRIVERS)
 async def test_gateway_mints_and_confirmations_commit_in_the_graphs_steps(
-    db_url: str, driver: str, counts: Counts
+    migrated_url: str, driver: str, counts: Counts
 ) -> None:
     """A native interrupt: the mint (with the graph's name and requester) and the confirmation ride the steps; only the claim commits alone."""
-    store = new_store(db_url, driver)
+    store = new_store(migrated_url, driver)
     await ready(store.setup())
     try:
         wires = Wires()
@@ -210,9 +210,9 @@ async def test_gateway_mints_and_confirmations_commit_in_the_graphs_steps(
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_direct_answers_are_recorded_in_the_step_that_takes_them(db_url: str, driver: str) -> None:
+async def test_direct_answers_are_recorded_in_the_step_that_takes_them(migrated_url: str, driver: str) -> None:
     """Without the gateway: a refused answer is not_taken (and not kept), the next one resumed via direct."""
-    store = new_store(db_url, driver)
+    store = new_store(migrated_url, driver)
     await ready(store.setup())
     try:
         wires = Wires()
@@ -235,9 +235,9 @@ def snapshot(store: Any, thread_id: str) -> tuple[Any, ...]:
     return (store.history(thread_id), store.audit(thread_id=thread_id), list(store.replay(thread_id)))
 
 
-async def test_pruning_and_deleting_checkpoints_never_delete_events(db_url: str) -> None:
+async def test_pruning_and_deleting_checkpoints_never_delete_events(migrated_url: str) -> None:
     """keep_latest, delete_for_runs, prune(delete) and delete_thread: the audit, replay and verify of the thread are unchanged."""
-    async with open_own_rig(db_url, "invoke") as rig:
+    async with open_own_rig(migrated_url, "invoke") as rig:
         store, saver = rig.store, rig.saver
         for thread_id in ("t-a", "t-b"):
             config = config_for(thread_id, actor="alice", run_id=f"run-{thread_id}")
@@ -321,16 +321,16 @@ async def test_keep_latest_refuses_a_thread_with_a_delta_channel(store: Any) -> 
     assert graph.get_state(config_for("t-delta")).values["items"] == [0, 1, 2]
 
 
-async def test_the_async_twin_refuses_the_sync_api_and_the_sync_twin_runs_under_ainvoke(db_url: str) -> None:
+async def test_the_async_twin_refuses_the_sync_api_and_the_sync_twin_runs_under_ainvoke(migrated_url: str) -> None:
     """AsyncInterruptStore's checkpointer says to use ainvoke; InterruptStore's works from ainvoke too."""
-    astore = new_store(db_url, "ainvoke")
+    astore = new_store(migrated_url, "ainvoke")
     await astore.setup()
     try:
         with pytest.raises(TypeError, match="async API"):
             node_graph(astore.checkpointer(), Wires()).invoke({}, config_for("t-1"))
     finally:
         await astore.aclose()
-    store = new_store(db_url, "invoke")
+    store = new_store(migrated_url, "invoke")
     store.setup()
     try:
         graph = node_graph(store.checkpointer(), Wires())

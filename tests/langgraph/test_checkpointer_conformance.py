@@ -24,18 +24,18 @@ def failures(report: Any) -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("twin", ["async", "sync"])
-async def test_the_store_checkpointer_passes_every_capability_of_the_suite(db_url: str, twin: str) -> None:
+async def test_the_store_checkpointer_passes_every_capability_of_the_suite(migrated_url: str, twin: str) -> None:
     """All eight capabilities, base and extended, are detected and pass on this database."""
 
     @checkpointer_test(name=f"store.checkpointer() ({twin})")
     async def saver() -> AsyncIterator[Any]:
         if twin == "async":
-            astore = AsyncInterruptStore(db_url)
+            astore = AsyncInterruptStore(migrated_url)
             await astore.setup()
             yield astore.checkpointer()
             await astore.aclose()
         else:
-            store = InterruptStore(db_url)
+            store = InterruptStore(migrated_url)
             store.setup()
             yield store.checkpointer()
             store.close()

@@ -57,11 +57,11 @@ def _until(done: Any) -> bool:
 
 
 def test_a_tasks_writes_wait_for_the_checkpoint_that_took_its_router_record(
-    db_url: str, backend: str, monkeypatch: pytest.MonkeyPatch
+    migrated_url: str, backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A ``put`` that took a task's route decision holds that task's ``put_writes`` until it commits: the writes never save without the record."""
     thread_id = f"t-{uuid.uuid4().hex[:10]}"
-    store = InterruptStore(db_url)
+    store = InterruptStore(migrated_url)
     store.setup()
     saver = store.checkpointer()
     first, second = str(uuid6()), str(uuid6())

@@ -99,9 +99,9 @@ def of_type(events: list[Any], type_: str) -> list[Any]:
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_an_interrupt_in_a_node_is_minted_answered_once_and_runs_once(db_url: str, driver: str) -> None:
+async def test_an_interrupt_in_a_node_is_minted_answered_once_and_runs_once(migrated_url: str, driver: str) -> None:
     """interrupt() in a node: the mint keeps LangGraph's id and value; one answer, one wire."""
-    async with gate_for(db_url, driver, node_graph) as gate:
+    async with gate_for(migrated_url, driver, node_graph) as gate:
         out = await gate.invoke({}, "t-node", actor="requester")
         (paused,) = out["__interrupt__"]
         (opened,) = await gate.open("t-node")
@@ -123,9 +123,9 @@ async def test_an_interrupt_in_a_node_is_minted_answered_once_and_runs_once(db_u
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_an_answer_the_graph_raises_on_never_locks_out_the_real_approver(db_url: str, driver: str) -> None:
+async def test_an_answer_the_graph_raises_on_never_locks_out_the_real_approver(migrated_url: str, driver: str) -> None:
     """The graph raises on mallory's answer: recorded not_taken, still open; alice's answer is the one the node gets."""
-    async with gate_for(db_url, driver, node_graph) as gate:
+    async with gate_for(migrated_url, driver, node_graph) as gate:
         out = await gate.invoke({}, "t-bad")
         (paused,) = out["__interrupt__"]
         with pytest.raises(AnswerNotTakenError) as refused:
@@ -145,9 +145,9 @@ async def test_an_answer_the_graph_raises_on_never_locks_out_the_real_approver(d
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_a_response_schema_refusal_is_not_recorded_as_applied(db_url: str, driver: str) -> None:
+async def test_a_response_schema_refusal_is_not_recorded_as_applied(migrated_url: str, driver: str) -> None:
     """LangGraph's response_schema refuses the answer: not_taken, and the valid answer is admitted next."""
-    async with gate_for(db_url, driver, schema_graph) as gate:
+    async with gate_for(migrated_url, driver, schema_graph) as gate:
         (paused,) = (await gate.invoke({}, "t-schema"))["__interrupt__"]
         with pytest.raises(AnswerNotTakenError):
             await gate.answer("t-schema", paused.id, {"approved": "maybe?"}, "mallory")
@@ -159,9 +159,9 @@ async def test_a_response_schema_refusal_is_not_recorded_as_applied(db_url: str,
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_an_interrupt_inside_a_tool_under_toolnode_pauses_and_resumes(db_url: str, driver: str) -> None:
+async def test_an_interrupt_inside_a_tool_under_toolnode_pauses_and_resumes(migrated_url: str, driver: str) -> None:
     """interrupt() in a tool run by LangGraph's ToolNode: recorded, answered once, wired once."""
-    async with gate_for(db_url, driver, tool_node_graph, 100) as gate:
+    async with gate_for(migrated_url, driver, tool_node_graph, 100) as gate:
         await gate.invoke({"messages": [("user", "pay")]}, "t-toolnode")
         (opened,) = await gate.open("t-toolnode")
         assert opened["payload"] == {"name": "wire_approval", "amount": 100}
@@ -171,9 +171,9 @@ async def test_an_interrupt_inside_a_tool_under_toolnode_pauses_and_resumes(db_u
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_parallel_tool_calls_are_each_open_and_answerable(db_url: str, driver: str) -> None:
+async def test_parallel_tool_calls_are_each_open_and_answerable(migrated_url: str, driver: str) -> None:
     """Two tool calls that pause in one step: two open interrupts, none superseding the other, each answered by id."""
-    async with gate_for(db_url, driver, tool_agent, 100, 200) as gate:
+    async with gate_for(migrated_url, driver, tool_agent, 100, 200) as gate:
         await gate.invoke({"messages": [("user", "pay both")]}, "t-tools")
         opened = await gate.open("t-tools")
         assert sorted(o["payload"]["amount"] for o in opened) == [100, 200]
@@ -190,9 +190,9 @@ async def test_parallel_tool_calls_are_each_open_and_answerable(db_url: str, dri
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_hitl_middleware_batched_request_is_named_and_answered_with_decisions(db_url: str, driver: str) -> None:
+async def test_hitl_middleware_batched_request_is_named_and_answered_with_decisions(migrated_url: str, driver: str) -> None:
     """HumanInTheLoopMiddleware (batched): one interrupt named by its actions; a reject decision wires nothing."""
-    async with gate_for(db_url, driver, hitl_agent, 999, 5) as gate:
+    async with gate_for(migrated_url, driver, hitl_agent, 999, 5) as gate:
         await gate.invoke({"messages": [("user", "pay")]}, "t-hitl")
         (opened,) = await gate.open("t-hitl")
         assert opened["name"] == "wire,wire"
@@ -211,9 +211,9 @@ async def test_hitl_middleware_batched_request_is_named_and_answered_with_decisi
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_hitl_middleware_per_call_interrupts_are_answered_one_by_one(db_url: str, driver: str) -> None:
+async def test_hitl_middleware_per_call_interrupts_are_answered_one_by_one(migrated_url: str, driver: str) -> None:
     """HumanInTheLoopMiddleware(interrupt_mode="per_call"): one interrupt per call, each its own decision."""
-    async with gate_for(db_url, driver, hitl_agent, 300, 400, mode="per_call") as gate:
+    async with gate_for(migrated_url, driver, hitl_agent, 300, 400, mode="per_call") as gate:
         await gate.invoke({"messages": [("user", "pay")]}, "t-per-call")
         opened = await gate.open("t-per-call")
         assert [o["name"] for o in opened] == ["wire", "wire"]
@@ -231,9 +231,9 @@ async def test_hitl_middleware_per_call_interrupts_are_answered_one_by_one(db_ur
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_an_agent_inbox_answer_is_kept_as_the_list_it_is(db_url: str, driver: str) -> None:
+async def test_an_agent_inbox_answer_is_kept_as_the_list_it_is(migrated_url: str, driver: str) -> None:
     """Agent Inbox: the answer [{"type": "accept"}] reaches the node unchanged (not stringified)."""
-    async with gate_for(db_url, driver, inbox_graph) as gate:
+    async with gate_for(migrated_url, driver, inbox_graph) as gate:
         (paused,) = (await gate.invoke({}, "t-inbox"))["__interrupt__"]
         (opened,) = await gate.open("t-inbox")
         assert opened["name"] == "wire"
@@ -247,9 +247,9 @@ async def test_an_agent_inbox_answer_is_kept_as_the_list_it_is(db_url: str, driv
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_a_rejected_breakpoint_does_not_run_the_wire(db_url: str, driver: str) -> None:
+async def test_a_rejected_breakpoint_does_not_run_the_wire(migrated_url: str, driver: str) -> None:
     """interrupt_before: a reject is recorded and the node does not run; the thread stays paused before it."""
-    async with gate_for(db_url, driver, breakpoint_graph) as gate:
+    async with gate_for(migrated_url, driver, breakpoint_graph) as gate:
         await gate.invoke({}, "t-bp")
         (opened,) = await gate.open("t-bp")
         assert opened["interrupt_id"].startswith("bp-") and opened["payload"] == {"next": ["wire"]}
@@ -266,9 +266,9 @@ async def test_a_rejected_breakpoint_does_not_run_the_wire(db_url: str, driver: 
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_an_approved_breakpoint_runs_the_node_once(db_url: str, driver: str) -> None:
+async def test_an_approved_breakpoint_runs_the_node_once(migrated_url: str, driver: str) -> None:
     """interrupt_before: {"approved": true} continues the run; the wire runs once."""
-    async with gate_for(db_url, driver, breakpoint_graph) as gate:
+    async with gate_for(migrated_url, driver, breakpoint_graph) as gate:
         await gate.invoke({}, "t-bp-ok")
         (opened,) = await gate.open("t-bp-ok")
         out = await gate.answer("t-bp-ok", opened["interrupt_id"], {"approved": True}, "alice")
@@ -279,9 +279,9 @@ async def test_an_approved_breakpoint_runs_the_node_once(db_url: str, driver: st
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_an_interrupt_langgraph_stops_waiting_on_is_closed_as_superseded(db_url: str, driver: str) -> None:
+async def test_an_interrupt_langgraph_stops_waiting_on_is_closed_as_superseded(migrated_url: str, driver: str) -> None:
     """New input moves the thread past its interrupt: the next gateway call closes it as superseded."""
-    async with gate_for(db_url, driver, node_graph) as gate:
+    async with gate_for(migrated_url, driver, node_graph) as gate:
         (first,) = (await gate.invoke({}, "t-sup"))["__interrupt__"]
         if driver == "ainvoke":
             await gate.gateway.graph.aupdate_state(config_for("t-sup"), {"answers": ["skip"]}, as_node="approve")
@@ -297,9 +297,9 @@ async def test_an_interrupt_langgraph_stops_waiting_on_is_closed_as_superseded(d
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_an_id_langgraph_is_not_waiting_on_is_refused_without_running_the_graph(db_url: str, driver: str) -> None:
+async def test_an_id_langgraph_is_not_waiting_on_is_refused_without_running_the_graph(migrated_url: str, driver: str) -> None:
     """A made-up interrupt id on a real thread: UnknownInterruptError, recorded, nothing runs."""
-    async with gate_for(db_url, driver, node_graph) as gate:
+    async with gate_for(migrated_url, driver, node_graph) as gate:
         await gate.invoke({}, "t-unknown")
         with pytest.raises(UnknownInterruptError):
             await gate.answer("t-unknown", "0" * 32, {"approved": True}, "alice")
@@ -313,9 +313,9 @@ async def _sweep(gate: Gate, **kwargs: Any) -> Any:
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_an_expired_hitl_request_wakes_the_agent_with_reject_decisions(db_url: str, driver: str) -> None:
+async def test_an_expired_hitl_request_wakes_the_agent_with_reject_decisions(migrated_url: str, driver: str) -> None:
     """The sweep expires a HITL request; the waker answers one reject per action, nothing is wired, no resume recorded."""
-    async with gate_for(db_url, driver, hitl_agent, 999, 5) as gate:
+    async with gate_for(migrated_url, driver, hitl_agent, 999, 5) as gate:
         await gate.invoke({"messages": [("user", "pay")]}, "t-exp-hitl")
         (opened,) = await gate.open("t-exp-hitl")
         report = await _sweep(gate)
@@ -333,9 +333,9 @@ async def test_an_expired_hitl_request_wakes_the_agent_with_reject_decisions(db_
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_an_expired_node_interrupt_is_woken_with_the_expiry_value(db_url: str, driver: str) -> None:
+async def test_an_expired_node_interrupt_is_woken_with_the_expiry_value(migrated_url: str, driver: str) -> None:
     """A plain interrupt() that expired receives {"expired": true, "reason": "ttl"}; later answers are refused."""
-    async with gate_for(db_url, driver, node_graph) as gate:
+    async with gate_for(migrated_url, driver, node_graph) as gate:
         (paused,) = (await gate.invoke({}, "t-exp-node"))["__interrupt__"]
         await _sweep(gate)
         assert (await gate.state("t-exp-node")).values["answers"] == [{"expired": True, "reason": "ttl"}]
@@ -345,9 +345,9 @@ async def test_an_expired_node_interrupt_is_woken_with_the_expiry_value(db_url: 
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_an_expired_agent_inbox_request_is_ignored(db_url: str, driver: str) -> None:
+async def test_an_expired_agent_inbox_request_is_ignored(migrated_url: str, driver: str) -> None:
     """Agent Inbox: the expiry answer is a list with one ignore response, as the schema asks."""
-    async with gate_for(db_url, driver, inbox_graph) as gate:
+    async with gate_for(migrated_url, driver, inbox_graph) as gate:
         await gate.invoke({}, "t-exp-inbox")
         await _sweep(gate)
         assert (await gate.state("t-exp-inbox")).values["answers"] == [{"type": "ignore", "args": None}]
@@ -355,14 +355,14 @@ async def test_an_expired_agent_inbox_request_is_ignored(db_url: str, driver: st
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_the_seed_nodes_own_interrupt_is_the_markers_and_is_answered_through_resume(db_url: str, driver: str) -> None:
+async def test_the_seed_nodes_own_interrupt_is_the_markers_and_is_answered_through_resume(migrated_url: str, driver: str) -> None:
     """A marker-protocol graph behind the gateway: nothing minted twice; answer() goes through store.resume (N2)."""
     from symfonic_store.demo import RefundLedger, build_agent_graph, refund_tools
 
-    store = new_store(db_url, driver)
+    store = new_store(migrated_url, driver)
     await ready(store.setup())
     try:
-        async with open_saver(db_url, driver) as saver:
+        async with open_saver(migrated_url, driver) as saver:
             ledger = RefundLedger()
             graph = build_agent_graph(store, checkpointer=saver, tools=refund_tools(ledger))
             gate = Gate(InterruptGateway(graph, store), store, driver, Wires())
@@ -380,9 +380,9 @@ async def test_the_seed_nodes_own_interrupt_is_the_markers_and_is_answered_throu
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_stream_and_astream_record_after_the_stream_ends(db_url: str, driver: str) -> None:
+async def test_stream_and_astream_record_after_the_stream_ends(migrated_url: str, driver: str) -> None:
     """gate.stream / gate.astream yield the graph's own chunks, then record the interrupt."""
-    async with gate_for(db_url, driver, node_graph) as gate:
+    async with gate_for(migrated_url, driver, node_graph) as gate:
         config = config_for("t-stream")
         if driver == "ainvoke":
             chunks = [c async for c in gate.gateway.astream({}, config)]
@@ -396,7 +396,7 @@ async def test_stream_and_astream_record_after_the_stream_ends(db_url: str, driv
 @pytest.mark.parametrize("waker", [True, False], ids=["waker", "no-waker"])
 @pytest.mark.parametrize("consumed", [True, False], ids=["consumed", "not-consumed"])
 async def test_a_claim_left_by_a_dead_process_is_settled_by_the_next_sweep(
-    db_url: str, consumed: bool, waker: bool
+    migrated_url: str, consumed: bool, waker: bool
 ) -> None:
     """A gateway that claimed and died: consumed (seen by the waker): resumed; else outcome_unknown, never not_taken (SPEC §12)."""
     from datetime import UTC, datetime, timedelta
@@ -406,7 +406,7 @@ async def test_a_claim_left_by_a_dead_process_is_settled_by_the_next_sweep(
 
     from symfonic_store import InterruptOutcomeUnknownError
 
-    async with gate_for(db_url, "invoke", node_graph) as gate:
+    async with gate_for(migrated_url, "invoke", node_graph) as gate:
         (paused,) = (await gate.invoke({}, "t-dead"))["__interrupt__"]
         gate.store.claim("t-dead", paused.id, {"approved": True}, actor="alice")  # then the process died
         if consumed:  # ... after LangGraph took the answer
@@ -438,9 +438,9 @@ async def test_a_claim_left_by_a_dead_process_is_settled_by_the_next_sweep(
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_expired_per_call_approvals_are_rejected_in_the_requests_own_schema(db_url: str, driver: str) -> None:
+async def test_expired_per_call_approvals_are_rejected_in_the_requests_own_schema(migrated_url: str, driver: str) -> None:
     """Per-call HITL: each expired ToolApprovalRequest is answered with a reject its response_schema accepts."""
-    async with gate_for(db_url, driver, hitl_agent, 300, 400, mode="per_call") as gate:
+    async with gate_for(migrated_url, driver, hitl_agent, 300, 400, mode="per_call") as gate:
         await gate.invoke({"messages": [("user", "pay")]}, "t-exp-per-call")
         assert len(await gate.open("t-exp-per-call")) == 2
         report = await _sweep(gate)
@@ -451,9 +451,9 @@ async def test_expired_per_call_approvals_are_rejected_in_the_requests_own_schem
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_invoke_none_through_the_gateway_never_runs_past_a_breakpoint(db_url: str, driver: str) -> None:
+async def test_invoke_none_through_the_gateway_never_runs_past_a_breakpoint(migrated_url: str, driver: str) -> None:
     """gate.invoke(None) at a breakpoint: refused while open (the attempt recorded), refused once rejected; nothing ships."""
-    async with gate_for(db_url, driver, breakpoint_graph) as gate:
+    async with gate_for(migrated_url, driver, breakpoint_graph) as gate:
         await gate.invoke({}, "t-bp-none")
         (opened,) = await gate.open("t-bp-none")
         with pytest.raises(InvalidInputError, match="paused at breakpoint"):
@@ -471,9 +471,9 @@ async def test_invoke_none_through_the_gateway_never_runs_past_a_breakpoint(db_u
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_a_woken_graph_that_pauses_again_is_recorded(db_url: str, driver: str) -> None:
+async def test_a_woken_graph_that_pauses_again_is_recorded(migrated_url: str, driver: str) -> None:
     """After a wake-up the graph stops at a breakpoint: that pause is open in the store, and an expired one stays shut."""
-    async with gate_for(db_url, driver, approve_then_ship_graph) as gate:
+    async with gate_for(migrated_url, driver, approve_then_ship_graph) as gate:
         await gate.invoke({}, "t-wake-bp")
         await _sweep(gate)  # expires the interrupt, wakes the graph: it stops before "ship"
         (opened,) = await gate.open("t-wake-bp")

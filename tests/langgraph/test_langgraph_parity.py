@@ -62,16 +62,16 @@ async def drive_two_answers(graph: Any, driver: str, thread_id: str) -> tuple[An
 @pytest.mark.parametrize("saver_kind", SAVERS)
 @pytest.mark.parametrize("driver", DRIVERS)
 async def test_an_answer_refused_by_its_schema_does_not_take_back_an_earlier_valid_answer(
-    db_url: str, driver: str, saver_kind: str
+    migrated_url: str, driver: str, saver_kind: str
 ) -> None:
     """The refused second answer was never saved: the node still gets the first answer, and the audit says so."""
     expected, _ = await drive_two_answers(two_answers_graph(InMemorySaver()), driver, "t-memory")
     assert expected["answers"] == ["note-1", {"approved": True}]
 
-    store = new_store(db_url, driver)
+    store = new_store(migrated_url, driver)
     await ready(store.setup())
     try:
-        async with open_saver(db_url, driver) as saver:
+        async with open_saver(migrated_url, driver) as saver:
             checkpointer = store.recording_checkpointer(saver) if saver_kind == "recording" else store.checkpointer()
             out, (first, second) = await drive_two_answers(two_answers_graph(checkpointer), driver, "t-two")
             assert out == expected  # the graph does what it does with LangGraph's saver
@@ -90,13 +90,13 @@ async def test_an_answer_refused_by_its_schema_does_not_take_back_an_earlier_val
 @pytest.mark.parametrize("saver_kind", ["langgraph", "own"])
 @pytest.mark.parametrize("driver", DRIVERS)
 async def test_the_gateway_takes_back_no_earlier_answer_when_the_schema_refuses_one(
-    db_url: str, driver: str, saver_kind: str
+    migrated_url: str, driver: str, saver_kind: str
 ) -> None:
     """Through the gateway: the refused answer is not_taken, the first answer stays the node's."""
-    store = new_store(db_url, driver)
+    store = new_store(migrated_url, driver)
     await ready(store.setup())
     try:
-        async with open_saver(db_url, driver) as saver:
+        async with open_saver(migrated_url, driver) as saver:
             graph = two_answers_graph(saver if saver_kind == "langgraph" else store.checkpointer())
             gate = InterruptGateway(graph, store)
             a = "a" if driver == "ainvoke" else ""
@@ -152,12 +152,12 @@ def nested_graph(checkpointer: Any) -> Any:
 
 
 @pytest.mark.parametrize("kind", ASYNC_SAVERS)
-async def test_a_sync_node_running_a_subgraph_under_ainvoke_works_on_the_async_store(db_url: str, kind: str) -> None:
+async def test_a_sync_node_running_a_subgraph_under_ainvoke_works_on_the_async_store(migrated_url: str, kind: str) -> None:
     """subgraph.invoke() from a sync node (a worker thread) pauses and resumes as with LangGraph's saver."""
     expected = []
     for checkpointer in (InMemorySaver(), None):
         if checkpointer is None:
-            astore = new_store(db_url, "ainvoke")
+            astore = new_store(migrated_url, "ainvoke")
             await astore.setup()
             checkpointer = async_saver(astore, kind)
         graph = nested_graph(checkpointer)
@@ -177,9 +177,9 @@ async def test_a_sync_node_running_a_subgraph_under_ainvoke_works_on_the_async_s
 
 
 @pytest.mark.parametrize("kind", ASYNC_SAVERS)
-async def test_get_state_in_a_worker_thread_reads_the_async_store(db_url: str, kind: str) -> None:
+async def test_get_state_in_a_worker_thread_reads_the_async_store(migrated_url: str, kind: str) -> None:
     """asyncio.to_thread(graph.get_state, ...) answers as aget_state does; on the loop's thread it is refused."""
-    astore = new_store(db_url, "ainvoke")
+    astore = new_store(migrated_url, "ainvoke")
     await astore.setup()
     try:
         graph = two_answers_graph(async_saver(astore, kind))

@@ -38,9 +38,9 @@ def driver(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-async def rig(db_url: str, driver: str) -> AsyncIterator[Rig]:
+async def rig(migrated_url: str, driver: str) -> AsyncIterator[Rig]:
     """The refund agent with a store and a checkpointer on one database."""
-    async with open_rig(db_url, driver) as r:
+    async with open_rig(migrated_url, driver) as r:
         yield r
 
 

@@ -45,9 +45,9 @@ def driver(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-async def rig(db_url: str, driver: str) -> AsyncIterator[Rig]:
+async def rig(migrated_url: str, driver: str) -> AsyncIterator[Rig]:
     """The refund agent with a store (no TTL) and a checkpointer on one database."""
-    async with open_rig(db_url, driver) as r:
+    async with open_rig(migrated_url, driver) as r:
         yield r
 
 
@@ -183,10 +183,10 @@ async def test_new_run_expires_the_old_marker_exactly_once(rig: Rig) -> None:
     assert len(of_type(await rig.s("history", "t-run"), EXPIRED)) == 1
 
 
-async def test_ttl_expiry_is_recorded_once_by_the_router(db_url: str, driver: str) -> None:
+async def test_ttl_expiry_is_recorded_once_by_the_router(migrated_url: str, driver: str) -> None:
     """Past the TTL (frozen clock) the router records one ttl expiry, only once; a late resume is refused and recorded."""
     start = datetime.now(UTC)
-    async with open_rig(db_url, driver, ttl_seconds=TTL) as rig:
+    async with open_rig(migrated_url, driver, ttl_seconds=TTL) as rig:
         with freeze_time(start, real_asyncio=True) as clock:
             iid = await rig.start("t-ttl")
             clock.tick(TTL)
@@ -244,10 +244,10 @@ async def test_update_state_as_node_records_the_route(rig: Rig) -> None:
 # --- waking a graph after a sweep ---------------------------------------------------
 
 
-async def test_sweep_wakes_the_graph_on_its_timeout_path(db_url: str, driver: str) -> None:
+async def test_sweep_wakes_the_graph_on_its_timeout_path(migrated_url: str, driver: str) -> None:
     """The sweep's waker resumes the paused graph with the timeout; the agent says so, and the interrupt stays expired."""
     start = datetime.now(UTC)
-    async with open_rig(db_url, driver, ttl_seconds=TTL) as rig:
+    async with open_rig(migrated_url, driver, ttl_seconds=TTL) as rig:
         with freeze_time(start, real_asyncio=True) as clock:
             late = await rig.start("t-late")
             clock.tick(TTL + 1)
@@ -322,16 +322,16 @@ async def test_approval_of_an_expired_interrupt_is_refused_by_the_graph(rig: Rig
 # --- one database for both ---------------------------------------------------------
 
 
-async def test_store_and_checkpointer_share_one_database(db_url: str, driver: str) -> None:
+async def test_store_and_checkpointer_share_one_database(migrated_url: str, driver: str) -> None:
     """The store and LangGraph's checkpointer live in one SQLite file / one PostgreSQL schema, and a thread paused there resumes after everything is reopened."""
-    async with open_rig(db_url, driver) as first:
+    async with open_rig(migrated_url, driver) as first:
         iid = await first.start("t-shared")
 
-    tables = _tables(db_url)
+    tables = _tables(migrated_url)
     assert {EVENTS_TABLE, THREADS_TABLE} <= tables  # the store's
     assert "checkpoints" in tables  # LangGraph's
 
-    async with open_rig(db_url, driver) as second:
+    async with open_rig(migrated_url, driver) as second:
         assert (await second.s("pending", "t-shared"))["interrupt_id"] == iid
         assert (await second.get_state("t-shared")).next == ("interrupt",)
         command = await second.s("resume", "t-shared", iid, {"approved": True}, actor="alice")

@@ -33,12 +33,12 @@ def of_type(events: list[Any], type_: str) -> list[Any]:
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_a_direct_answer_is_recorded_with_the_config_actor(db_url: str, driver: str) -> None:
+async def test_a_direct_answer_is_recorded_with_the_config_actor(migrated_url: str, driver: str) -> None:
     """graph.invoke(Command(resume=...)) without the gateway: mint and resume recorded, via direct."""
-    store = new_store(db_url, driver)
+    store = new_store(migrated_url, driver)
     await ready(store.setup())
     try:
-        async with open_saver(db_url, driver) as saver:
+        async with open_saver(migrated_url, driver) as saver:
             wires = Wires()
             graph = node_graph(store.recording_checkpointer(saver), wires)
             out = await run(graph, driver, {}, "t-direct", actor="requester")
@@ -58,12 +58,12 @@ async def test_a_direct_answer_is_recorded_with_the_config_actor(db_url: str, dr
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_a_direct_answer_the_node_raises_on_is_not_taken_and_not_kept(db_url: str, driver: str) -> None:
+async def test_a_direct_answer_the_node_raises_on_is_not_taken_and_not_kept(migrated_url: str, driver: str) -> None:
     """A direct answer the node raises on: recorded not_taken, and the next answer is the one the node receives."""
-    store = new_store(db_url, driver)
+    store = new_store(migrated_url, driver)
     await ready(store.setup())
     try:
-        async with open_saver(db_url, driver) as saver:
+        async with open_saver(migrated_url, driver) as saver:
             wires = Wires()
             graph = node_graph(store.recording_checkpointer(saver), wires)
             (paused,) = (await run(graph, driver, {}, "t-raise"))["__interrupt__"]
@@ -80,12 +80,12 @@ async def test_a_direct_answer_the_node_raises_on_is_not_taken_and_not_kept(db_u
         await ready(store.aclose() if driver == "ainvoke" else store.close())
 
 
-async def test_a_direct_invoke_past_a_refused_breakpoint_is_recorded_as_a_bypass(db_url: str) -> None:
+async def test_a_direct_invoke_past_a_refused_breakpoint_is_recorded_as_a_bypass(migrated_url: str) -> None:
     """A breakpoint refused through the gateway, then run past with invoke(None): the bypass is in the audit."""
-    store = new_store(db_url, "invoke")
+    store = new_store(migrated_url, "invoke")
     store.setup()
     try:
-        async with open_saver(db_url, "invoke") as saver:
+        async with open_saver(migrated_url, "invoke") as saver:
             wires = Wires()
             graph = breakpoint_graph(store.recording_checkpointer(saver), wires)
             gate = InterruptGateway(graph, store)
@@ -102,12 +102,12 @@ async def test_a_direct_invoke_past_a_refused_breakpoint_is_recorded_as_a_bypass
         store.close()
 
 
-async def test_racing_answers_through_gateways_in_threads_admit_exactly_one(db_url: str) -> None:
+async def test_racing_answers_through_gateways_in_threads_admit_exactly_one(migrated_url: str) -> None:
     """Eight callers answer one interrupt at once, each with its own gateway: one wire, seven refusals recorded."""
-    store = new_store(db_url, "invoke")
+    store = new_store(migrated_url, "invoke")
     store.setup()
     try:
-        async with open_saver(db_url, "invoke") as saver:
+        async with open_saver(migrated_url, "invoke") as saver:
             wires = Wires()
             graph = node_graph(saver, wires)
             (paused,) = InterruptGateway(graph, store).invoke({}, config_for("t-race"))["__interrupt__"]
@@ -137,12 +137,12 @@ async def test_racing_answers_through_gateways_in_threads_admit_exactly_one(db_u
         store.close()
 
 
-async def test_racing_async_answers_admit_exactly_one(db_url: str) -> None:
+async def test_racing_async_answers_admit_exactly_one(migrated_url: str) -> None:
     """Eight concurrent aanswer() calls on the async store: one applied, seven refused."""
-    store = new_store(db_url, "ainvoke")
+    store = new_store(migrated_url, "ainvoke")
     await store.setup()
     try:
-        async with open_saver(db_url, "ainvoke") as saver:
+        async with open_saver(migrated_url, "ainvoke") as saver:
             wires = Wires()
             gate = InterruptGateway(node_graph(saver, wires), store)
             (paused,) = (await gate.ainvoke({}, config_for("t-arace")))["__interrupt__"]

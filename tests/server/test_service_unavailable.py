@@ -229,14 +229,14 @@ def test_the_open_inbox_comes_back_live_after_the_database_was_down(rig: Rig, br
 
 
 def test_the_app_answers_503_with_retry_after_on_every_route_when_its_database_cannot_answer(
-    db_url: str, backend: str, tmp_path: Path
+    migrated_url: str, backend: str, tmp_path: Path
 ) -> None:
     """create_app over a store whose database cannot answer: 503, Retry-After and the
     API's JSON or the inbox's page on every route, never 500; nothing was written."""
     tokens = tmp_path / "tokens.json"
     tokens.write_text(json.dumps({"ops": {"token_sha256": hashlib.sha256(TOKEN.encode()).hexdigest(), "roles": []}}))
     t = f"locked-{uuid.uuid4().hex[:8]}"
-    with InterruptStore(db_url) as setup:
+    with InterruptStore(migrated_url) as setup:
         setup.setup()
         i = mint(setup, t)
         digest = digest_of(setup, t, i)
@@ -245,12 +245,12 @@ def test_the_app_answers_503_with_retry_after_on_every_route_when_its_database_c
     if backend == "sqlite":
         # Another process holds the file exclusively: every connection the store opens
         # waits out its (short) timeout and is refused.
-        lock = sqlite3.connect(sa.make_url(db_url).database or "", isolation_level=None)
+        lock = sqlite3.connect(sa.make_url(migrated_url).database or "", isolation_level=None)
         lock.execute("PRAGMA locking_mode=EXCLUSIVE")
         lock.execute("BEGIN EXCLUSIVE")
-        down = f"{db_url}?timeout=0.05"
+        down = f"{migrated_url}?timeout=0.05"
     else:
-        down = sa.make_url(db_url).set(port=free_port()).render_as_string(hide_password=False)
+        down = sa.make_url(migrated_url).set(port=free_port()).render_as_string(hide_password=False)
     try:
         with InterruptStore(down, busy_timeout=0.05) as store:
             client = TestClient(create_app(store, auth=TokenAuth(tokens)), raise_server_exceptions=False)
@@ -274,7 +274,7 @@ def test_the_app_answers_503_with_retry_after_on_every_route_when_its_database_c
         if lock is not None:
             lock.rollback()
             lock.close()
-    with InterruptStore(db_url) as after:
+    with InterruptStore(migrated_url) as after:
         assert len(after.events(after=0, limit=1000)) == before
 
 

@@ -13,6 +13,7 @@ import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import factories
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -27,7 +28,6 @@ from symfonic_store import (
     InterruptStore,
     InvalidInputError,
     ResumeNotAllowedError,
-    build_interrupt_marker,
     create_interrupt_node,
     expired_resume_value,
 )
@@ -40,7 +40,7 @@ def marker(interrupt_id: str = "i-1", approvers: Any = APPROVERS, **extra: Any) 
     payload: dict[str, Any] = {"order": 1181, "amount": 420, **extra}
     if approvers is not None:
         payload["approvers"] = approvers
-    return build_interrupt_marker(name="approval_required", interrupt_id=interrupt_id, payload=payload)
+    return factories.marker(interrupt_id, payload=payload)
 
 
 def rejections(events: list[Any]) -> list[tuple[str | None, str, Any]]:
@@ -51,18 +51,18 @@ def rejections(events: list[Any]) -> list[tuple[str | None, str, Any]]:
 
 
 @pytest.fixture
-def guarded(db_url: str) -> Iterator[InterruptStore]:
+def guarded(migrated_url: str) -> Iterator[InterruptStore]:
     """A store whose approvers come from the marker payload, on each backend."""
-    s = InterruptStore(db_url, approvers="payload")
+    s = InterruptStore(migrated_url, approvers="payload")
     s.setup()
     yield s
     s.close()
 
 
 @pytest.fixture
-async def aguarded(db_url: str) -> AsyncIterator[AsyncInterruptStore]:
+async def aguarded(migrated_url: str) -> AsyncIterator[AsyncInterruptStore]:
     """The asyncio twin of ``guarded``."""
-    s = AsyncInterruptStore(db_url, approvers="payload")
+    s = AsyncInterruptStore(migrated_url, approvers="payload")
     await s.setup()
     yield s
     await s.aclose()
@@ -135,7 +135,7 @@ def test_without_a_policy_not_allowed_never_happens(store: InterruptStore) -> No
     assert rejections(history) == []
 
 
-def test_a_callable_policy_sees_thread_marker_and_actor(db_url: str) -> None:
+def test_a_callable_policy_sees_thread_marker_and_actor(migrated_url: str) -> None:
     """A callable policy is asked with (thread_id, marker, actor) and its answer decides."""
     asked: list[tuple[str, dict[str, Any], str | None]] = []
 
@@ -144,7 +144,7 @@ def test_a_callable_policy_sees_thread_marker_and_actor(db_url: str) -> None:
         return actor is not None and actor.startswith("manager:")
 
     minted = marker(approvers=None)
-    with InterruptStore(db_url, approvers=only_managers) as store:
+    with InterruptStore(migrated_url, approvers=only_managers) as store:
         store.setup()
         store.mint("t", minted)
         with pytest.raises(ResumeNotAllowedError):
@@ -160,13 +160,13 @@ def test_a_callable_policy_sees_thread_marker_and_actor(db_url: str) -> None:
     assert [e.actor for e in history if e.type == RESUMED] == ["manager:ann"]
 
 
-def test_a_policy_that_raises_writes_nothing(db_url: str) -> None:
+def test_a_policy_that_raises_writes_nothing(migrated_url: str) -> None:
     """A policy's own exception propagates unchanged and the attempt leaves no half-written trace."""
 
     def broken(thread_id: str, pending: dict[str, Any], actor: str | None) -> bool:
         raise LookupError("directory service down")
 
-    with InterruptStore(db_url, approvers=broken) as store:
+    with InterruptStore(migrated_url, approvers=broken) as store:
         store.setup()
         store.mint("t", marker())
         before = store.history("t")

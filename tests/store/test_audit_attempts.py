@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import factories
 import pytest
 import sqlalchemy as sa
 from cli_helpers import run_cli, run_json
@@ -28,15 +29,13 @@ from symfonic_store import (
     InterruptStore,
     ResumeNotAllowedError,
     UnknownInterruptError,
-    build_interrupt_marker,
 )
 from symfonic_store.append import ThreadWriter, flush
 
 T0 = datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=UTC)
 
 
-def marker(interrupt_id: str, **payload: Any) -> dict[str, Any]:
-    return build_interrupt_marker(name="approval_required", interrupt_id=interrupt_id, payload=payload)
+marker = factories.marker
 
 
 def at(seconds: float) -> datetime:
@@ -44,9 +43,9 @@ def at(seconds: float) -> datetime:
 
 
 @pytest.fixture
-def guarded(db_url: str) -> Iterator[InterruptStore]:
+def guarded(migrated_url: str) -> Iterator[InterruptStore]:
     """A store whose approvers come from the marker payload."""
-    s = InterruptStore(db_url, approvers="payload")
+    s = InterruptStore(migrated_url, approvers="payload")
     s.setup()
     yield s
     s.close()
@@ -152,11 +151,11 @@ def test_audit_reads_attempts_in_one_query_whatever_the_number_of_records(store:
 
 
 def test_cli_audit_shows_a_count_in_the_table_and_the_list_in_json_and_csv(
-    guarded: InterruptStore, db_url: str
+    guarded: InterruptStore, migrated_url: str
 ) -> None:
     """`audit` prints the number of attempts in its table, the list in --format json, and the JSON-encoded list in the CSV's attempts column."""
     seed(guarded)
-    records = run_json("audit", "--format", "json", db=db_url)
+    records = run_json("audit", "--format", "json", db=migrated_url)
     assert list(records[0])[-7:] == [
         "attempts", "decision", "action", "action_index",
         "requested_by", "decision_source", "authenticated_by",  # appended by SPEC §12
@@ -171,14 +170,14 @@ def test_cli_audit_shows_a_count_in_the_table_and_the_list_in_json_and_csv(
         [],
     ]
 
-    sheet = run_cli("audit", "--format", "csv", db=db_url)
+    sheet = run_cli("audit", "--format", "csv", db=migrated_url)
     assert sheet.returncode == 0, sheet.stderr
     rows = list(csv.DictReader(io.StringIO(sheet.stdout)))
     assert list(rows[0])[list(rows[0]).index("resolved_at") + 1] == "attempts"
     assert json.loads(rows[0]["attempts"]) == records[0]["attempts"]
     assert json.loads(rows[2]["attempts"]) == []
 
-    table = run_cli("audit", "--thread", "t-1", db=db_url)
+    table = run_cli("audit", "--thread", "t-1", db=migrated_url)
     assert table.returncode == 0, table.stderr
     rows = [line for line in table.stdout.splitlines() if "i-1" in line or "i-2" in line]
     # The outcome column counts the refused answers (SPEC §12's table: the decision beside it).

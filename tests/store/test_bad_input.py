@@ -11,6 +11,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+import factories
 import pytest
 
 from symfonic_store import (
@@ -21,15 +22,13 @@ from symfonic_store import (
     InvalidMarkerError,
     PayloadTooLargeError,
     SymfonicStoreError,
-    build_interrupt_marker,
 )
 
 PASSWORD = "s3cr3t"
 UNREACHABLE_URL = f"postgresql+psycopg://u:{PASSWORD}@127.0.0.1:1/x"
 
 
-def marker(interrupt_id: str = "i-1", **payload: Any) -> dict[str, Any]:
-    return build_interrupt_marker(name="approval_required", interrupt_id=interrupt_id, payload=payload)
+marker = factories.marker
 
 
 def snapshot(store: InterruptStore) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
@@ -114,9 +113,9 @@ def test_a_response_that_is_not_json_is_refused(seeded: InterruptStore, response
     assert seeded.pending("t-1") is not None
 
 
-def test_a_payload_over_the_size_limit_is_refused(db_url: str, seeded: InterruptStore) -> None:
+def test_a_payload_over_the_size_limit_is_refused(migrated_url: str, seeded: InterruptStore) -> None:
     """A payload or response larger than ``max_payload_bytes`` raises PayloadTooLargeError, writing nothing."""
-    with InterruptStore(db_url, max_payload_bytes=100) as small:
+    with InterruptStore(migrated_url, max_payload_bytes=100) as small:
         big = marker("i-3", blob="x" * 200)
         assert_refused(seeded, lambda: small.mint("t-3", big), "marker.payload", PayloadTooLargeError)
         assert_refused(
@@ -176,13 +175,13 @@ BAD_TTL_IDS = ["negative", "negative-float", "string", "nan", "inf", "bool", "li
 
 
 @pytest.mark.parametrize("ttl", BAD_TTLS, ids=BAD_TTL_IDS)
-def test_a_bad_ttl_is_refused_by_the_constructor(db_url: str, ttl: Any) -> None:
+def test_a_bad_ttl_is_refused_by_the_constructor(migrated_url: str, ttl: Any) -> None:
     """The store refuses a TTL that is not a finite number >= 0 when it is built."""
     with pytest.raises(InvalidInputError, match="ttl_seconds") as caught:
-        InterruptStore(db_url, ttl_seconds=ttl)
+        InterruptStore(migrated_url, ttl_seconds=ttl)
     assert caught.value.field == "ttl_seconds"
     with pytest.raises(InvalidInputError, match="ttl_seconds"):
-        AsyncInterruptStore(db_url, ttl_seconds=ttl)
+        AsyncInterruptStore(migrated_url, ttl_seconds=ttl)
 
 
 @pytest.mark.parametrize("ttl", BAD_TTLS, ids=BAD_TTL_IDS)
@@ -274,7 +273,7 @@ async def test_the_asyncio_store_refuses_bad_input_too(astore: AsyncInterruptSto
     with pytest.raises(InvalidMarkerError, match="marker.interrupt_id"):
         await astore.mint("t-1", {"name": "n"})
     with pytest.raises(InvalidInputError, match="thread_id"):
-        await astore.mint("", marker())
+        await astore.mint("", marker("i-1"))
     with pytest.raises(InvalidInputError, match="route"):
         await astore.record_route("t-1", "sideways")
     with pytest.raises(InvalidInputError, match="since"):
@@ -317,7 +316,7 @@ def test_an_unreachable_database_is_a_database_error_without_the_password() -> N
     """Connecting to nothing raises DatabaseError on first use; neither it nor the store shows the password."""
     store = InterruptStore(UNREACHABLE_URL)
     assert PASSWORD not in repr(store)
-    for call in (store.setup, lambda: store.pending("t-1"), lambda: store.mint("t-1", marker())):
+    for call in (store.setup, lambda: store.pending("t-1"), lambda: store.mint("t-1", marker("i-1"))):
         with pytest.raises(DatabaseError) as caught:
             call()
         assert "reachable" in str(caught.value)

@@ -13,8 +13,10 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
+import factories
 import pytest
 from langgraph.types import Command
 
@@ -36,16 +38,8 @@ JOIN_TIMEOUT = 60.0
 HOUR = 3600.0
 
 
-def marker(interrupt_id: str, *, age: float = 0.0, run_id: str | None = None) -> dict[str, Any]:
-    """A seed-shaped marker minted ``age`` seconds ago."""
-    return {
-        "name": "approval_required",
-        "interrupt_id": interrupt_id,
-        "payload": {"amount": 420, "order": 1181},
-        "tool_call_id": None,
-        "run_id": run_id,
-        "minted_at": time.time() - age,
-    }
+# A seed-shaped marker dict minted ``age`` seconds ago.
+marker = partial(factories.plain_marker, payload={"amount": 420, "order": 1181})
 
 
 class Outcome:
@@ -83,12 +77,12 @@ def run_together(workers: list[Callable[[], Any]]) -> list[Outcome]:
 
 
 @pytest.fixture
-def open_store(db_url: str, store: InterruptStore) -> Iterator[Callable[..., InterruptStore]]:
+def open_store(migrated_url: str, store: InterruptStore) -> Iterator[Callable[..., InterruptStore]]:
     """Opens extra stores on the migrated database (one per worker); closes them after."""
     opened: list[InterruptStore] = []
 
     def open_one(**kwargs: Any) -> InterruptStore:
-        s = InterruptStore(db_url, **kwargs)
+        s = InterruptStore(migrated_url, **kwargs)
         # Connect and check the schema now, so the barrier lines up the writes themselves.
         s.state("warm-up")
         opened.append(s)

@@ -13,9 +13,11 @@ import csv
 import io
 import json
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import factories
 import pytest
 import sqlalchemy as sa
 from attacker import insert_event
@@ -31,7 +33,6 @@ from symfonic_store import (
     InterruptStore,
     InvalidInputError,
     StoredEvent,
-    build_interrupt_marker,
 )
 from symfonic_store.db import schema
 from symfonic_store.decisions import VOCABULARY, builtin
@@ -45,10 +46,7 @@ HITL = {
 }
 
 
-def mint(store: InterruptStore, thread_id: str, interrupt_id: str, *, name: str = "refund",
-         actor: str | None = "agent") -> None:
-    store.mint(thread_id, build_interrupt_marker(
-        name=name, interrupt_id=interrupt_id, payload={"amount": 420}, run_id="r1"), actor=actor)
+mint = partial(factories.mint, name="refund", run_id="r1", actor="agent")
 
 
 def resumed_data(store: InterruptStore, thread_id: str) -> dict[str, Any]:
@@ -146,14 +144,14 @@ def escalation(name: str | None, response: Any) -> str | None:
 
 @pytest.mark.parametrize("driver", DRIVERS)
 async def test_the_decisions_function_is_asked_first_and_what_it_gets_wrong_writes_nothing(
-    db_url: str, driver: str
+    migrated_url: str, driver: str
 ) -> None:
     """fn's word wins; None falls back to the built-in rules; a bad word or an exception is InvalidInputError and the interrupt stays pending."""
-    with InterruptStore(db_url) as plain:
+    with InterruptStore(migrated_url) as plain:
         plain.setup()
         mint(plain, "t-fn", "i-fn")
         mint(plain, "t-fall", "i-fall")
-    store: Any = (AsyncInterruptStore if driver == "ainvoke" else InterruptStore)(db_url, decisions=escalation)
+    store: Any = (AsyncInterruptStore if driver == "ainvoke" else InterruptStore)(migrated_url, decisions=escalation)
     try:
         before = list(await ready(store.history("t-fn")))
         for bad in ({"boom": 1}, {"word": "Approve"}, {"word": "x" * 33}, {"word": ""}, {"word": 7},
@@ -170,12 +168,12 @@ async def test_the_decisions_function_is_asked_first_and_what_it_gets_wrong_writ
     finally:
         await ready(store.aclose() if driver == "ainvoke" else store.close())
     with pytest.raises(InvalidInputError):
-        InterruptStore(db_url, decisions="escalation")  # type: ignore[arg-type]
+        InterruptStore(migrated_url, decisions="escalation")  # type: ignore[arg-type]
 
 
-def test_the_decisions_function_refuses_a_claim_before_it_is_taken(db_url: str) -> None:
+def test_the_decisions_function_refuses_a_claim_before_it_is_taken(migrated_url: str) -> None:
     """On the two-phase path the word is taken at the claim: a failing fn leaves no claim and no event; a good one is what confirm records."""
-    with InterruptStore(db_url, decisions=escalation) as store:
+    with InterruptStore(migrated_url, decisions=escalation) as store:
         store.setup()
         store.record_waiting("t-c", waiting("t-c", "c" * 32, {"type": "tool_approval", "name": "refund"}),
                              graph="payments")
@@ -191,15 +189,15 @@ def test_the_decisions_function_refuses_a_claim_before_it_is_taken(db_url: str) 
 
 @pytest.mark.parametrize("driver", DRIVERS)
 async def test_a_real_hitl_agent_answered_through_the_gateway_records_the_functions_word(
-    db_url: str, driver: str
+    migrated_url: str, driver: str
 ) -> None:
     """HumanInTheLoopMiddleware through the gateway: fn's word for each action; a failing fn runs nothing and the answer can come again."""
     store: Any = (AsyncInterruptStore if driver == "ainvoke" else InterruptStore)(
-        db_url, decisions=lambda name, response: "four_eyes" if name == "wire,wire" and "ok" in response else None
+        migrated_url, decisions=lambda name, response: "four_eyes" if name == "wire,wire" and "ok" in response else None
         if "boom" not in response else 1 / 0)
     await ready(store.setup())
     try:
-        async with open_saver(db_url, driver) as saver:
+        async with open_saver(migrated_url, driver) as saver:
             wires = Wires()
             gate = InterruptGateway(hitl_agent(saver, wires, 999, 5), store)
             config = config_for("t-hitl")
@@ -230,12 +228,12 @@ async def test_a_real_hitl_agent_answered_through_the_gateway_records_the_functi
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
-async def test_a_direct_answer_the_function_fails_on_is_recorded_with_the_error(db_url: str, driver: str) -> None:
+async def test_a_direct_answer_the_function_fails_on_is_recorded_with_the_error(migrated_url: str, driver: str) -> None:
     """LangGraph already took it (recording checkpointer, via direct): decision null, data["decision_error"], and the audit derives approve."""
-    store: Any = (AsyncInterruptStore if driver == "ainvoke" else InterruptStore)(db_url, decisions=escalation)
+    store: Any = (AsyncInterruptStore if driver == "ainvoke" else InterruptStore)(migrated_url, decisions=escalation)
     await ready(store.setup())
     try:
-        async with open_saver(db_url, driver) as saver:
+        async with open_saver(migrated_url, driver) as saver:
             graph = node_graph(store.recording_checkpointer(saver), Wires())
             cfg = config_for("t-direct", actor="requester")
             out = await (graph.ainvoke({}, cfg) if driver == "ainvoke" else ready(graph.invoke({}, cfg)))
@@ -296,23 +294,23 @@ def _shop(store: InterruptStore) -> None:
     mint(store, "t-p", "i-t-p")
 
 
-async def test_the_decision_filter_is_an_exact_match_on_both_stores(store: InterruptStore, db_url: str) -> None:
+async def test_the_decision_filter_is_an_exact_match_on_both_stores(store: InterruptStore, migrated_url: str) -> None:
     """audit(decision=D) keeps exactly the records that report D, sync and async; a prefix matches nothing."""
     _shop(store)
     assert [r.thread_id for r in store.audit(decision="reject")] == ["t-r"]
     assert [r.thread_id for r in store.audit(decision="edit", actor="alice")] == ["t-e"]
     assert store.audit(decision="rej") == [] and store.audit(decision="REJECT") == []
-    async with AsyncInterruptStore(db_url) as astore:
+    async with AsyncInterruptStore(migrated_url) as astore:
         assert [r.thread_id for r in await astore.audit(decision="approve")] == ["t-a"]
 
 
-def test_the_cli_filters_by_decision_and_shows_it_beside_the_outcome(store: InterruptStore, db_url: str) -> None:
+def test_the_cli_filters_by_decision_and_shows_it_beside_the_outcome(store: InterruptStore, migrated_url: str) -> None:
     """`audit --decision reject`; the table has the decision right after the outcome and fits 120 columns; the CSV appends the new names."""
     _shop(store)
-    records = run_json("audit", "--decision", "reject", "--format", "json", db=db_url)
+    records = run_json("audit", "--decision", "reject", "--format", "json", db=migrated_url)
     assert [(r["thread_id"], r["decision"], r["decision_source"], r["requested_by"]) for r in records] == [
         ("t-r", "reject", "recorded", "agent")]
-    shown = run_cli("audit", db=db_url, env={"COLUMNS": "120"})
+    shown = run_cli("audit", db=migrated_url, env={"COLUMNS": "120"})
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
     assert max(cell_len(line) for line in lines) <= 120
@@ -323,7 +321,7 @@ def test_the_cli_filters_by_decision_and_shows_it_beside_the_outcome(store: Inte
     else:  # too narrow: one block per record, the decision line after the outcome line
         assert names[names.index("outcome") + 1] == "decision"
     assert "reject" in shown.stdout and "edit" in shown.stdout
-    sheet = run_cli("audit", "--format", "csv", db=db_url)
+    sheet = run_cli("audit", "--format", "csv", db=migrated_url)
     rows = list(csv.reader(io.StringIO(sheet.stdout)))
     assert rows[0] == list(AUDIT_FIELDS)
     assert rows[0][-3:] == ["requested_by", "decision_source", "authenticated_by"]
@@ -331,7 +329,7 @@ def test_the_cli_filters_by_decision_and_shows_it_beside_the_outcome(store: Inte
                             "actor", "response", "resolved_at", "attempts", "decision", "action", "action_index"]
 
 
-def test_the_global_decisions_option_reaches_the_commands(store: InterruptStore, db_url: str, tmp_path: Path) -> None:
+def test_the_global_decisions_option_reaches_the_commands(store: InterruptStore, migrated_url: str, tmp_path: Path) -> None:
     """`--decisions MODULE:ATTR` before any command: resume records its word; its failure exits 2 with nothing written; a bad spec is named."""
     (tmp_path / "shop_rules.py").write_text(
         "def decide(name, response):\n"
@@ -341,17 +339,17 @@ def test_the_global_decisions_option_reaches_the_commands(store: InterruptStore,
     )
     mint(store, "t-cli", "i-cli")
     failed = run_cli("--decisions", "shop_rules:decide", "resume", "t-cli", "i-cli", "--actor", "alice",
-                     "--response", '{"boom": true}', db=db_url, cwd=tmp_path)
+                     "--response", '{"boom": true}', db=migrated_url, cwd=tmp_path)
     assert failed.returncode == 2 and "decisions" in failed.stderr
     assert [e.type for e in store.history("t-cli")] == [MINTED]
     done = run_cli("--decisions", "shop_rules:decide", "resume", "t-cli", "i-cli", "--actor", "alice",
-                   "--response", '{"escalate": true}', db=db_url, cwd=tmp_path)
+                   "--response", '{"escalate": true}', db=migrated_url, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert resumed_data(store, "t-cli")["decision"] == "escalate"
     records = run_json("--decisions", "shop_rules:decide", "audit", "--decision", "escalate", "--format",
-                       "json", db=db_url, cwd=tmp_path)
+                       "json", db=migrated_url, cwd=tmp_path)
     assert [r["thread_id"] for r in records] == ["t-cli"]
-    missing = run_cli("--decisions", "shop_rules:nothing", "pending", db=db_url, cwd=tmp_path)
+    missing = run_cli("--decisions", "shop_rules:nothing", "pending", db=migrated_url, cwd=tmp_path)
     assert missing.returncode == 2 and "--decisions" in missing.stderr
 
 

@@ -16,9 +16,11 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from functools import partial
 from types import SimpleNamespace
 from typing import Any
 
+import factories
 import psycopg
 import pytest
 import sqlalchemy as sa
@@ -33,7 +35,6 @@ from symfonic_store import (
     InterruptStore,
     SchemaNotMigratedError,
     SymfonicStoreError,
-    build_interrupt_marker,
 )
 from symfonic_store.db.executor import PostgresCursorExecutor
 from symfonic_store.db.schema import VERSION_TABLE, events, metadata, threads
@@ -49,8 +50,7 @@ NONSENSE = "blorp quux zzyzx: frobnicated the wibble"
 NOWHERE = "symfonic_nothing_here"
 
 
-def marker(interrupt_id: str) -> dict[str, Any]:
-    return build_interrupt_marker(name="approval", interrupt_id=interrupt_id, payload={})
+marker = partial(factories.marker, name="approval", payload={})
 
 
 # --- test doubles: the right code, a meaningless message ------------------------------------
@@ -244,10 +244,10 @@ def test_dropped_tables_are_reported_as_a_missing_schema_by_asking_the_database(
 
 
 @pytest.fixture
-def refusing_store(db_url: str, backend: str) -> Iterator[tuple[InterruptStore, list[str]]]:
+def refusing_store(migrated_url: str, backend: str) -> Iterator[tuple[InterruptStore, list[str]]]:
     """A migrated store whose event table has an extra trigger refusing every INSERT, and a
     list of the INSERTs into it that reached the database (a statement listener)."""
-    with InterruptStore(db_url) as setup:
+    with InterruptStore(migrated_url) as setup:
         setup.setup()
         setup.mint("t-1", marker("i-1"))
         with setup.engine.begin() as conn:
@@ -265,7 +265,7 @@ def refusing_store(db_url: str, backend: str) -> Iterator[tuple[InterruptStore, 
                     "CREATE TRIGGER refuse_inserts BEFORE INSERT ON symfonic_events "
                     "BEGIN SELECT RAISE(ABORT, 'no inserts today'); END"
                 )
-    engine = sa.create_engine(InterruptStore(db_url).engine.url)
+    engine = sa.create_engine(InterruptStore(migrated_url).engine.url)
     inserts: list[str] = []
 
     @event.listens_for(engine, "before_cursor_execute")

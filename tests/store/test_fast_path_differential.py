@@ -19,9 +19,11 @@ import inspect
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import factories
 import pytest
 import sqlalchemy as sa
 from conftest import postgres_base_url, with_search_path
@@ -33,7 +35,6 @@ from symfonic_store import (
     AsyncInterruptStore,
     InterruptStore,
     SymfonicStoreError,
-    build_interrupt_marker,
 )
 from symfonic_store.audit_columns import AUDIT_COLUMNS
 from symfonic_store.db.executor import (
@@ -52,9 +53,7 @@ T0 = "2026-03-01T09:00:00+00:00"
 TTL = 60.0
 
 
-def marker(interrupt_id: str, *, run_id: str | None = None, **payload: Any) -> dict[str, Any]:
-    built = build_interrupt_marker(name="approval", interrupt_id=interrupt_id, payload=payload, run_id=run_id)
-    return dict(built["_interrupt_pending"])
+marker = partial(factories.pending, name="approval")
 
 
 @dataclass(frozen=True)

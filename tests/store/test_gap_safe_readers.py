@@ -353,18 +353,18 @@ def tail(
     reader.drain()
 
 
-def test_tailing_reader_sees_every_event_exactly_once(db_url: str) -> None:
+def test_tailing_reader_sees_every_event_exactly_once(migrated_url: str) -> None:
     """A consumer tailing events(after=p, limit=N) under 8 writer threads sees every event once, each thread in order."""
-    with InterruptStore(db_url) as setup_store:
+    with InterruptStore(migrated_url) as setup_store:
         setup_store.setup()
     writers, rounds = 8, 30
     errors: list[str] = []
     start = threading.Barrier(writers + 1)
     committed = threading.Event()
-    threads = writers_append(db_url, writers, rounds, start, errors, committed)
-    engine = sa.create_engine(db_url)
+    threads = writers_append(migrated_url, writers, rounds, start, errors, committed)
+    engine = sa.create_engine(migrated_url)
     try:
-        with InterruptStore(db_url) as consumer_store:
+        with InterruptStore(migrated_url) as consumer_store:
             reader = Reader(consumer_store, page=5)
             start.wait()
             tail(consumer_store, lambda: any(t.is_alive() for t in threads), reader, committed)
@@ -374,28 +374,28 @@ def test_tailing_reader_sees_every_event_exactly_once(db_url: str) -> None:
             assert errors == [], "\n".join(errors)
             assert len(reader.seen) >= writers * rounds
             assert_each_event_once_in_thread_order(reader, engine)
-            if db_url.startswith("sqlite"):
+            if migrated_url.startswith("sqlite"):
                 assert reader.seen == sorted(reader.seen), "one writer: positions commit in order"
     finally:
         engine.dispose()
 
 
-def test_tailing_reader_under_eight_writer_processes_sees_every_event_once(db_url: str) -> None:
+def test_tailing_reader_under_eight_writer_processes_sees_every_event_once(migrated_url: str) -> None:
     """8 writer processes append from a start barrier while a consumer tails the log: every committed event seen once, each thread in order."""
-    with InterruptStore(db_url) as setup_store:
+    with InterruptStore(migrated_url) as setup_store:
         setup_store.setup()
     writers, rounds = 8, 40
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(writers + 1, timeout=120)
     procs = [
-        ctx.Process(target=write_in_process, args=(db_url, n, rounds, barrier))
+        ctx.Process(target=write_in_process, args=(migrated_url, n, rounds, barrier))
         for n in range(writers)
     ]
     for p in procs:
         p.start()
-    engine = sa.create_engine(db_url)
+    engine = sa.create_engine(migrated_url)
     try:
-        with InterruptStore(db_url) as consumer_store:
+        with InterruptStore(migrated_url) as consumer_store:
             reader = Reader(consumer_store, page=5)
             barrier.wait()
             # Processes do not share the GIL with the reader: it may poll without pause.

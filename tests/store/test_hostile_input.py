@@ -390,11 +390,11 @@ def sized_payload(size: int, char: str = "x") -> dict[str, str]:
 
 
 @pytest.mark.parametrize("char", ["x", "é", "\U0001f600"])
-def test_the_payload_limit_admits_its_size_and_refuses_one_byte_more(db_url: str, char: str) -> None:
+def test_the_payload_limit_admits_its_size_and_refuses_one_byte_more(migrated_url: str, char: str) -> None:
     """A payload of exactly max_payload_bytes is stored; one byte more is refused, writing nothing."""
     width = len(char.encode())
     limit = 1_000 * width + len(json.dumps({"k": ""}).encode())
-    with InterruptStore(db_url, max_payload_bytes=limit) as store:
+    with InterruptStore(migrated_url, max_payload_bytes=limit) as store:
         store.setup()
         at_limit = sized_payload(limit, char)
         assert len(json.dumps(at_limit, ensure_ascii=False).encode()) == limit
@@ -533,9 +533,9 @@ def assert_clean_exit(argv: list[str], code: int, out: str, err: str) -> None:
 
 
 @pytest.fixture
-def cli_db(seeded: InterruptStore, db_url: str) -> str:
+def cli_db(seeded: InterruptStore, migrated_url: str) -> str:
     """The seeded store's URL, for the command line."""
-    return db_url
+    return migrated_url
 
 
 CLI_FUZZ = settings(

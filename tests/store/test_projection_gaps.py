@@ -10,8 +10,10 @@ gateway (native interrupts) and the command line.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
+import factories
 import pytest
 import sqlalchemy as sa
 from cli_helpers import assert_clean_error, run_cli
@@ -24,7 +26,6 @@ from symfonic_store import (
     ConcurrencyConflictError,
     InterruptStore,
     ProjectionMismatchError,
-    build_interrupt_marker,
 )
 from symfonic_store.projection_gaps import refuse_projection_behind
 
@@ -32,16 +33,13 @@ IID = "i-refund000001"
 REBUILD = "symfonic-store projection rebuild"
 
 
-def marker(interrupt_id: str = IID) -> dict[str, Any]:
-    return build_interrupt_marker(
-        name="approval_required", interrupt_id=interrupt_id, payload={"amount": 420}, run_id="r1"
-    )
+marker = partial(factories.marker, run_id="r1", payload=factories.SEED_PAYLOAD)
 
 
 async def paused(store: Any, thread_id: str) -> None:
     """A route decision, a mint and the route to the interrupt: three events, one pending."""
     await ready(store.record_route(thread_id, "continue", run_id="r1"))
-    await ready(store.mint(thread_id, marker()))
+    await ready(store.mint(thread_id, marker(IID)))
     await ready(store.record_route(thread_id, "interrupt", run_id="r1"))
 
 
@@ -61,20 +59,20 @@ def assert_gap_error(exc: BaseException, thread_id: str) -> None:
 
 
 @pytest.fixture(params=["sync", "async"])
-async def any_store(request: pytest.FixtureRequest, db_url: str) -> Any:
+async def any_store(request: pytest.FixtureRequest, migrated_url: str) -> Any:
     """The sync or the asyncio store on each backend, migrated."""
-    s: Any = InterruptStore(db_url) if request.param == "sync" else AsyncInterruptStore(db_url)
+    s: Any = InterruptStore(migrated_url) if request.param == "sync" else AsyncInterruptStore(migrated_url)
     await ready(s.setup())
     yield s
     await ready(s.aclose() if request.param == "async" else s.close())
 
 
 async def test_an_append_onto_a_deleted_projection_row_names_the_rebuild_and_writes_nothing(
-    any_store: Any, db_url: str
+    any_store: Any, migrated_url: str
 ) -> None:
     """A route decision, a mint and an answer on a thread whose row was deleted: each is refused as a projection gap, not a race, and no event is added."""
     await paused(any_store, "t-gone")
-    tamper(db_url, "DELETE FROM symfonic_threads WHERE thread_id = 't-gone'")
+    tamper(migrated_url, "DELETE FROM symfonic_threads WHERE thread_id = 't-gone'")
     calls = [
         lambda: any_store.record_route("t-gone", "continue", run_id="r1"),
         lambda: any_store.mint("t-gone", marker("i-other0000001")),
@@ -99,10 +97,10 @@ async def test_an_append_onto_a_deleted_projection_row_names_the_rebuild_and_wri
     assert [e.type for e in await ready(any_store.history("t-gone"))][-1] == "interrupt.resumed"
 
 
-async def test_a_projection_row_set_back_behind_the_log_is_not_a_race(any_store: Any, db_url: str) -> None:
+async def test_a_projection_row_set_back_behind_the_log_is_not_a_race(any_store: Any, migrated_url: str) -> None:
     """A row whose version was set back collides with the log on every try: the error names the row's and the log's versions."""
     await paused(any_store, "t-behind")
-    tamper(db_url, "UPDATE symfonic_threads SET version = 1 WHERE thread_id = 't-behind'")
+    tamper(migrated_url, "UPDATE symfonic_threads SET version = 1 WHERE thread_id = 't-behind'")
     with pytest.raises(ProjectionMismatchError) as caught:
         await ready(any_store.record_route("t-behind", "continue", run_id="r1"))
     assert_gap_error(caught.value, "t-behind")
@@ -120,14 +118,14 @@ def test_a_thread_whose_row_and_log_agree_is_a_race_not_a_gap(store: InterruptSt
 
 @pytest.mark.parametrize("driver", ["invoke", "ainvoke"])
 async def test_a_gateway_answer_onto_a_deleted_projection_row_is_refused_as_a_gap(
-    db_url: str, driver: str
+    migrated_url: str, driver: str
 ) -> None:
     """A LangGraph interrupt answered through the gateway after its thread's row was deleted: the gap is named, the node does not run, nothing is written."""
-    async with gate_for(db_url, driver, node_graph) as gate:
+    async with gate_for(migrated_url, driver, node_graph) as gate:
         out = await gate.invoke({}, "t-node", actor="requester")
         (interrupt,) = out["__interrupt__"]
         before = len(await gate.history("t-node"))
-        tamper(db_url, "DELETE FROM symfonic_threads WHERE thread_id = 't-node'")
+        tamper(migrated_url, "DELETE FROM symfonic_threads WHERE thread_id = 't-node'")
         with pytest.raises(ProjectionMismatchError) as caught:
             await gate.answer("t-node", interrupt.id, {"approved": True}, "alice")
         assert_gap_error(caught.value, "t-node")
@@ -142,24 +140,24 @@ async def test_a_gateway_answer_onto_a_deleted_projection_row_is_refused_as_a_ga
 @pytest.mark.parametrize("opener", [open_rig, open_own_rig], ids=["langgraph-saver", "own-checkpointer"])
 @pytest.mark.parametrize("driver", ["invoke", "ainvoke"])
 async def test_a_marker_graph_step_onto_a_deleted_projection_row_is_refused_as_a_gap(
-    db_url: str, driver: str, opener: Any
+    migrated_url: str, driver: str, opener: Any
 ) -> None:
     """The seed agent's next step on a thread whose row was deleted: the router's record fails as a gap (with LangGraph's saver and in the store's own step transaction), nothing is recorded."""
-    async with opener(db_url, driver) as rig:
+    async with opener(migrated_url, driver) as rig:
         await rig.start("t-agent")
         before = len(await rig.s("history", "t-agent"))
-        tamper(db_url, "DELETE FROM symfonic_threads WHERE thread_id = 't-agent'")
+        tamper(migrated_url, "DELETE FROM symfonic_threads WHERE thread_id = 't-agent'")
         with pytest.raises(ProjectionMismatchError) as caught:
             await rig.ask("t-agent", "and another refund", run_id="r2")
         assert_gap_error(caught.value, "t-agent")
         assert len(await rig.s("history", "t-agent")) == before
 
 
-def test_the_command_line_names_the_rebuild_and_exits_1(store: InterruptStore, db_url: str) -> None:
+def test_the_command_line_names_the_rebuild_and_exits_1(store: InterruptStore, migrated_url: str) -> None:
     """`resume` on a thread with a deleted row: exit 1, one line naming `projection rebuild`, never "retry"."""
     store.record_route("t-cli", "continue", run_id="r1")
-    tamper(db_url, "DELETE FROM symfonic_threads WHERE thread_id = 't-cli'")
-    result = run_cli("resume", "t-cli", "i-neverminted01", "--actor", "alice", db=db_url)
+    tamper(migrated_url, "DELETE FROM symfonic_threads WHERE thread_id = 't-cli'")
+    result = run_cli("resume", "t-cli", "i-neverminted01", "--actor", "alice", db=migrated_url)
     line = assert_clean_error(result, 1)
     assert REBUILD in line and "concurrent writer" not in line
     with store.engine.connect() as conn:

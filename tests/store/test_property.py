@@ -305,7 +305,7 @@ def run_examples(db_url: str, store: InterruptStore, max_examples: int) -> None:
 
 
 def test_projection_rebuild_fold_and_predicate_agree_with_a_reference_model(
-    db_url: str, store: InterruptStore, backend: str
+    migrated_url: str, store: InterruptStore, backend: str
 ) -> None:
     """Random mint/route/resume/expire/sweep sequences under a moving clock keep I6 and I7."""
-    run_examples(db_url, store, max_examples=25 if backend == "sqlite" else 15)
+    run_examples(migrated_url, store, max_examples=25 if backend == "sqlite" else 15)

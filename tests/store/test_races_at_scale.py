@@ -152,11 +152,11 @@ def worker(
 
 
 @pytest.fixture
-def race_engine(db_url: str) -> Iterator[sa.Engine]:
+def race_engine(migrated_url: str) -> Iterator[sa.Engine]:
     """A migrated database; workers share its URL but each gets a small pool of its own."""
-    with InterruptStore(db_url) as s:
+    with InterruptStore(migrated_url) as s:
         s.setup()
-    engine = sa.create_engine(db_url)
+    engine = sa.create_engine(migrated_url)
     yield engine
     engine.dispose()
 
@@ -187,10 +187,10 @@ def all_events(store: InterruptStore) -> list[StoredEvent]:
 
 
 def test_racing_resumes_sweeps_and_mints_keep_every_invariant(
-    db_url: str, backend: str, race_engine: sa.Engine
+    migrated_url: str, backend: str, race_engine: sa.Engine
 ) -> None:
     """Racing workers on a few threads leave one ending per interrupt, no lost event, no gap."""
-    ledgers, workers, rounds = run_race(db_url, backend)
+    ledgers, workers, rounds = run_race(migrated_url, backend)
 
     foreign = [e for led in ledgers for e in led.foreign_errors]
     assert foreign == [], "only SymfonicStoreError may reach a worker:\n" + "\n".join(foreign)
@@ -198,7 +198,7 @@ def test_racing_resumes_sweeps_and_mints_keep_every_invariant(
     if backend == "postgresql":
         assert database_errors == []
 
-    with InterruptStore(db_url) as store:
+    with InterruptStore(migrated_url) as store:
         events = all_events(store)
         # The database's view: no interrupt with two terminal events (I3).
         with race_engine.connect() as conn:

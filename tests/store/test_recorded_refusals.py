@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from functools import partial
+
+import factories
 import pytest
 from freezegun import freeze_time
 
@@ -14,14 +17,12 @@ from symfonic_store import (
 )
 from symfonic_store.events import MINTED, RESUME_REJECTED, RESUMED
 
-
-def _mint(store: InterruptStore, thread_id: str, interrupt_id: str = "i-1") -> None:
-    store.mint(thread_id, build_interrupt_marker(name="refund", interrupt_id=interrupt_id, payload={"n": 1}))
+_mint = partial(factories.mint, name="refund", payload={"n": 1})
 
 
 def test_a_refusal_is_recorded_with_its_actor_and_reason_and_admits_nothing(store: InterruptStore) -> None:
     """record_refusal appends one resume_rejected (why, error, actor); the interrupt stays pending and answerable."""
-    _mint(store, "t-1")
+    _mint(store, "t-1", "i-1")
     store.record_refusal("t-1", "i-1", {"approved": True}, actor="mallory", error="needs the role finance")
     rejected = store.history("t-1")[-1]
     assert (rejected.type, rejected.actor, rejected.interrupt_id) == (RESUME_REJECTED, "mallory", "i-1")
@@ -41,7 +42,7 @@ def test_a_refusal_for_an_interrupt_never_minted_writes_nothing(store: Interrupt
     with pytest.raises(UnknownInterruptError):
         store.record_refusal("t-none", "i-1", None, actor="mallory", error="x")
     assert store.history("t-none") == []
-    _mint(store, "t-2")
+    _mint(store, "t-2", "i-1")
     with pytest.raises(UnknownInterruptError):
         store.record_refusal("t-2", "i-other", None, actor="mallory", error="x")
     with pytest.raises(InvalidInputError, match="why"):
@@ -60,8 +61,8 @@ async def test_the_async_store_records_refusals_and_counts_owed_wakeups(astore: 
 def test_owed_wakeups_counts_expiries_whose_graph_was_not_woken(store: InterruptStore) -> None:
     """A sweep without on_expired leaves each expiry's wake-up owed; a sweep with one delivers them."""
     with freeze_time("2026-03-01 12:00:00") as clock:
-        _mint(store, "t-4")
-        _mint(store, "t-5")
+        _mint(store, "t-4", "i-1")
+        _mint(store, "t-5", "i-1")
         assert store.owed_wakeups() == 0
         clock.tick(60)
         store.sweep(ttl_seconds=30)

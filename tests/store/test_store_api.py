@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+import factories
 import pytest
 import sqlalchemy as sa
 from freezegun import freeze_time
@@ -35,11 +36,7 @@ T0 = datetime(2021, 2, 3, 4, 5, 6, tzinfo=UTC)
 EMPTY_STATE = {"_interrupt_pending": None, "run_id": None}
 
 
-def marker(interrupt_id: str, *, run_id: str | None = None, **payload: Any) -> dict[str, Any]:
-    """A whole ``{"_interrupt_pending": ...}`` update, stamped with the (frozen) clock."""
-    return build_interrupt_marker(
-        name="approval_required", interrupt_id=interrupt_id, payload=payload, run_id=run_id
-    )
+marker = factories.marker
 
 
 def inner(update: dict[str, Any]) -> dict[str, Any]:
@@ -95,9 +92,9 @@ def test_state_is_the_projected_marker_and_run_id(store: InterruptStore) -> None
     assert store.state("t-1") == {"_interrupt_pending": None, "run_id": "run-2"}
 
 
-def test_is_current_uses_the_store_ttl_unless_one_is_given(db_url: str, store: InterruptStore) -> None:
+def test_is_current_uses_the_store_ttl_unless_one_is_given(migrated_url: str, store: InterruptStore) -> None:
     """Without an argument the store's TTL applies (strictly greater is stale); an explicit TTL wins."""
-    with InterruptStore(db_url, ttl_seconds=60) as timed, freeze_time(T0) as clock:
+    with InterruptStore(migrated_url, ttl_seconds=60) as timed, freeze_time(T0) as clock:
         timed.mint("t-1", marker("i-1"))
         assert timed.is_current("t-1")
         clock.tick(60)
@@ -540,7 +537,6 @@ def test_resume_with_a_model_that_dumps_to_a_list_sends_and_records_a_dict(store
     """The store always records a dict: a RootModel's list travels as {"value": str(...)}."""
     from pydantic import RootModel
 
-    from symfonic_store import build_interrupt_marker
 
     marker = build_interrupt_marker(name="choose", interrupt_id="i-000000000001", payload={})
     store.mint("t-root", marker)

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import factories
 import pydantic
 import pytest
 import sqlalchemy as sa
@@ -30,7 +31,6 @@ from symfonic_store import (
     InterruptStore,
     StoredEvent,
     UnknownInterruptError,
-    build_interrupt_marker,
 )
 from symfonic_store.db.schema import events as events_table
 from symfonic_store.projection import ThreadState, fold
@@ -40,11 +40,7 @@ T0 = datetime(2021, 2, 3, 4, 5, 6, 789000, tzinfo=UTC)
 """A fixed instant, far from the database server's own clock."""
 
 
-def marker(interrupt_id: str, *, run_id: str | None = None, **payload: Any) -> dict[str, Any]:
-    """A whole ``{"_interrupt_pending": ...}`` update, as a tool would return it."""
-    return build_interrupt_marker(
-        name="approval_required", interrupt_id=interrupt_id, payload=payload, run_id=run_id
-    )
+marker = factories.marker
 
 
 def all_rows(store: InterruptStore) -> list[tuple[Any, ...]]:
@@ -502,10 +498,10 @@ def test_resume_of_an_expired_interrupt_is_refused(store: InterruptStore) -> Non
 
 
 def test_resume_of_a_ttl_stale_interrupt_records_the_expiry_then_the_rejection(
-    db_url: str, store: InterruptStore
+    migrated_url: str, store: InterruptStore
 ) -> None:
     """Past the store's TTL a resume first records ``expired`` (ttl, by resume), then the rejection."""
-    with InterruptStore(db_url, ttl_seconds=60) as timed:
+    with InterruptStore(migrated_url, ttl_seconds=60) as timed:
         with freeze_time(T0) as clock:
             timed.mint("t-1", marker("i-1"))
             timed.mint("t-2", marker("i-2"))

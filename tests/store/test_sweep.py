@@ -9,8 +9,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
+import factories
 import pytest
 from freezegun import freeze_time
 from freezegun.api import FrozenDateTimeFactory
@@ -20,7 +22,6 @@ from symfonic_store import (
     MINTED,
     AsyncInterruptStore,
     InterruptStore,
-    build_interrupt_marker,
 )
 
 START = "2030-01-01 00:00:00"
@@ -34,12 +35,12 @@ def clock() -> Iterator[FrozenDateTimeFactory]:
 
 
 @pytest.fixture
-def open_store(db_url: str, store: InterruptStore) -> Iterator[Callable[..., InterruptStore]]:
+def open_store(migrated_url: str, store: InterruptStore) -> Iterator[Callable[..., InterruptStore]]:
     """Opens more stores (other TTLs, other connections) on the migrated database."""
     opened: list[InterruptStore] = []
 
     def open_one(**kwargs: Any) -> InterruptStore:
-        s = InterruptStore(db_url, **kwargs)
+        s = InterruptStore(migrated_url, **kwargs)
         opened.append(s)
         return s
 
@@ -48,18 +49,7 @@ def open_store(db_url: str, store: InterruptStore) -> Iterator[Callable[..., Int
         s.close()
 
 
-def mint(
-    store: InterruptStore, thread_id: str, interrupt_id: str, *, run_id: str | None = None
-) -> dict[str, Any]:
-    """Mint a marker stamped now (by the frozen clock); returns the marker."""
-    update = build_interrupt_marker(
-        name="approval_required",
-        interrupt_id=interrupt_id,
-        payload={"refund": 420, "order": 1181},
-        run_id=run_id,
-    )
-    store.mint(thread_id, update)
-    return dict(update["_interrupt_pending"])
+mint = partial(factories.mint, payload={"refund": 420, "order": 1181})
 
 
 def expiries(store: InterruptStore, thread_id: str) -> list[tuple[str | None, str, str]]:

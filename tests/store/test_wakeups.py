@@ -222,19 +222,19 @@ def _pause(db_url: str, tmp_path: Path, module_name: str, thread_id: str) -> tup
     return module.graph, str(opened["interrupt_id"])
 
 
-def test_sweep_of_another_graph_never_claims_a_wake_up_owed_to_payments(db_url: str, tmp_path: Path) -> None:
+def test_sweep_of_another_graph_never_claims_a_wake_up_owed_to_payments(migrated_url: str, tmp_path: Path) -> None:
     """`sweep --graph refunds` leaves the wake-up owed to 'payments' owed (and says so on stderr); `sweep --graph payments` delivers it."""
-    with InterruptStore(db_url) as store:
+    with InterruptStore(migrated_url) as store:
         store.setup()
         orphan = mint_stale(store, "t-orphan", age=3600)  # no graph holds this thread
     payments, refunds = _graph_module(tmp_path, "payments"), _graph_module(tmp_path, "refunds")
-    graph, interrupt_id = _pause(db_url, tmp_path, payments, "t-pay")
+    graph, interrupt_id = _pause(migrated_url, tmp_path, payments, "t-pay")
     config: Any = {"configurable": {"thread_id": "t-pay"}}
 
-    silent = run_json("sweep", "--ttl", "0", "--format", "json", db=db_url)
+    silent = run_json("sweep", "--ttl", "0", "--format", "json", db=migrated_url)
     assert silent["owed"] == 2
 
-    other = run_cli("sweep", "--ttl", "0", "--graph", f"{refunds}:graph", "--format", "json", db=db_url, cwd=tmp_path)
+    other = run_cli("sweep", "--ttl", "0", "--graph", f"{refunds}:graph", "--format", "json", db=migrated_url, cwd=tmp_path)
     assert other.returncode == 0, other.stderr
     report = json.loads(other.stdout)
     assert report["redelivered"] == [] and report["woken"] == 0
@@ -246,18 +246,18 @@ def test_sweep_of_another_graph_never_claims_a_wake_up_owed_to_payments(db_url: 
     assert len(notes) == 1 and "graph 'payments'" in notes[0] and "no named graph" in notes[0]
     assert "sweep --graph MODULE:ATTR" in notes[0] and "wakeups --drop" in notes[0]
 
-    own = run_json("sweep", "--ttl", "0", "--graph", f"{payments}:graph", "--format", "json", db=db_url, cwd=tmp_path)
+    own = run_json("sweep", "--ttl", "0", "--graph", f"{payments}:graph", "--format", "json", db=migrated_url, cwd=tmp_path)
     assert own["redelivered"] == [{"thread_id": "t-pay", "interrupt_id": interrupt_id, "reason": "ttl"}]
     assert own["woken"] == 1 and own["owed"] == 1
     assert own["owed_to"] == [{"graph": None, "owed": 1}]
     assert not graph.get_state(config).interrupts  # woken with the expiry answer
-    with InterruptStore(db_url) as store:
+    with InterruptStore(migrated_url) as store:
         assert [(w["thread_id"], w["interrupt_id"]) for w in store.list_wakeups()] == [("t-orphan", orphan)]
 
 
-def test_wakeups_lists_by_graph_and_drop_records_who_and_when(db_url: str) -> None:
+def test_wakeups_lists_by_graph_and_drop_records_who_and_when(migrated_url: str) -> None:
     """`wakeups` shows the owed ones by graph (table and json); `--drop --graph X --actor A` records the drop; later lists leave it out."""
-    with InterruptStore(db_url) as store:
+    with InterruptStore(migrated_url) as store:
         store.setup()
         with freeze_time("2030-01-01 00:00:00", ignore=["_pytest.timing"]) as clock:
             native_mint(store, "t-pay", "payments")
@@ -265,30 +265,30 @@ def test_wakeups_lists_by_graph_and_drop_records_who_and_when(db_url: str) -> No
             clock.tick(timedelta(seconds=61))
             store.sweep(ttl_seconds=60)
 
-    listed = run_cli("wakeups", db=db_url)
+    listed = run_cli("wakeups", db=migrated_url)
     assert listed.returncode == 0, listed.stderr
     assert "2 wake-up(s) owed (1 to payments, 1 to (none))" in listed.stdout
     lines = listed.stdout.splitlines()
     assert any("payments" in line and "t-pay" in line and "ttl" in line for line in lines)
     assert any("(none)" in line and "t-marker" in line and marker in line for line in lines)
 
-    as_json = run_json("wakeups", "--format", "json", db=db_url)
+    as_json = run_json("wakeups", "--format", "json", db=migrated_url)
     assert [(w["graph"], w["thread_id"]) for w in as_json] == [("payments", "t-pay"), (None, "t-marker")]
     assert as_json[0]["expired_at"] == "2030-01-01T00:01:01+00:00" and as_json[0]["attempts"] == 0
-    assert [w["thread_id"] for w in run_json("wakeups", "--graph", "payments", "--format", "json", db=db_url)] == ["t-pay"]
-    assert [w["thread_id"] for w in run_json("wakeups", "--unnamed", "--format", "json", db=db_url)] == ["t-marker"]
+    assert [w["thread_id"] for w in run_json("wakeups", "--graph", "payments", "--format", "json", db=migrated_url)] == ["t-pay"]
+    assert [w["thread_id"] for w in run_json("wakeups", "--unnamed", "--format", "json", db=migrated_url)] == ["t-marker"]
 
-    dropped = run_cli("wakeups", "--drop", "--graph", "payments", "--actor", "ops-oncall", db=db_url)
+    dropped = run_cli("wakeups", "--drop", "--graph", "payments", "--actor", "ops-oncall", db=migrated_url)
     assert dropped.returncode == 0, dropped.stderr
     assert "dropped 1 wake-up(s) as 'ops-oncall'" in dropped.stdout and "t-pay" in dropped.stdout
-    with InterruptStore(db_url) as store:
+    with InterruptStore(migrated_url) as store:
         row = wakeup_rows(store)["t-pay"]
         assert row["dropped_by"] == "ops-oncall" and row["dropped_at"] is not None
         assert store.owed_wakeups() == 1
-    assert [w["thread_id"] for w in run_json("wakeups", "--format", "json", db=db_url)] == ["t-marker"]
-    unnamed = run_json("wakeups", "--drop", "--unnamed", "--actor", "ops", "--format", "json", db=db_url)
+    assert [w["thread_id"] for w in run_json("wakeups", "--format", "json", db=migrated_url)] == ["t-marker"]
+    unnamed = run_json("wakeups", "--drop", "--unnamed", "--actor", "ops", "--format", "json", db=migrated_url)
     assert [w["thread_id"] for w in unnamed] == ["t-marker"]
-    assert run_cli("wakeups", db=db_url).stdout.strip() == "no wake-ups are owed"
+    assert run_cli("wakeups", db=migrated_url).stdout.strip() == "no wake-ups are owed"
 
 
 @pytest.mark.parametrize(
@@ -303,18 +303,18 @@ def test_wakeups_lists_by_graph_and_drop_records_who_and_when(db_url: str) -> No
     ],
 )
 def test_bad_wakeups_usage_is_a_clear_error_that_changes_nothing(
-    db_url: str, args: tuple[str, ...], named: str
+    migrated_url: str, args: tuple[str, ...], named: str
 ) -> None:
     """No --actor with --drop, no graph to drop, an unknown graph: one error line, exit 2, nothing dropped."""
-    with InterruptStore(db_url) as store:
+    with InterruptStore(migrated_url) as store:
         store.setup()
         with freeze_time("2030-01-01 00:00:00", ignore=["_pytest.timing"]) as clock:
             native_mint(store, "t-pay", "payments")
             clock.tick(timedelta(seconds=61))
             store.sweep(ttl_seconds=60)
-    refused = run_cli("wakeups", *args, db=db_url)
+    refused = run_cli("wakeups", *args, db=migrated_url)
     assert named in assert_clean_error(refused, 2)
-    with InterruptStore(db_url) as store:
+    with InterruptStore(migrated_url) as store:
         assert [w["thread_id"] for w in store.list_wakeups()] == ["t-pay"]
         assert wakeup_rows(store)["t-pay"]["dropped_by"] is None
 
