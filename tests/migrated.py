@@ -54,22 +54,31 @@ class SchemaTemplate:
         self.base = base
         self.name = name
         self.dump = dump
+        self.checkpointer = False
         # No pool: every restore and drop is one short connection, none left open.
         self.admin = sa.create_engine(base, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
 
     @classmethod
-    def migrate(cls, base: sa.URL) -> SchemaTemplate:
+    def migrate(cls, base: sa.URL, *, checkpointer: bool = False) -> SchemaTemplate:
+        """Migrate a new template schema (with LangGraph's checkpoint tables too when
+        ``checkpointer``) and capture it."""
         name = f"symfonic_template_{uuid.uuid4().hex}"
         template = cls(base, name, None)
+        template.checkpointer = checkpointer
         with template.admin.connect() as conn:
             conn.exec_driver_sql(f'CREATE SCHEMA "{name}"')
-        store = InterruptStore(schema_url(base, name))
-        try:
-            store.setup()
-        finally:
-            store.close()
+        template.set_up(schema_url(base, name))
         template.dump = capture(base, name)
         return template
+
+    def set_up(self, url: str) -> None:
+        store = InterruptStore(url)
+        try:
+            store.setup()
+            if self.checkpointer:
+                store.checkpointer().setup()
+        finally:
+            store.close()
 
     def copy(self, schema: str) -> str:
         """Create ``schema`` at head (restored, or migrated without a dump); its URL."""
@@ -84,11 +93,7 @@ class SchemaTemplate:
                 assert raw is not None
                 raw.execute(f"BEGIN; SET LOCAL synchronous_commit = off; {sql}; COMMIT;")
         if self.dump is None:
-            store = InterruptStore(url)
-            try:
-                store.setup()
-            finally:
-                store.close()
+            self.set_up(url)
         return url
 
     def drop_copy(self, schema: str) -> None:
