@@ -90,6 +90,9 @@ def backend(request: pytest.FixtureRequest) -> str:
 def db_url(request: pytest.FixtureRequest, backend: str) -> str:
     """An empty database (no schema yet) on each backend: for the tests of migrations and
     ``setup()`` themselves; the others take ``migrated_url`` or ``store``."""
+    if "migrated_url" in request.fixturenames:
+        pytest.fail("db_url is an empty database, not the store's: take migrated_url for the "
+                    "database that store/astore use", pytrace=False)
     name = "sqlite_url" if backend == "sqlite" else "postgres_schema_url"
     return str(request.getfixturevalue(name))
 
