@@ -8,6 +8,8 @@ Without that variable the PostgreSQL cases skip and say why.
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -16,10 +18,21 @@ from typing import Any
 import freezegun
 import pytest
 import sqlalchemy as sa
+from migrated import SchemaTemplate
 
 from symfonic_store import AsyncInterruptStore, InterruptStore
 
 pytest_plugins = ["pytester"]
+
+# The test modules live in one folder per layer, their basenames unique across folders, and
+# keep one import namespace: the shared helpers sit here (tests/, on sys.path as this
+# conftest's folder) and every layer folder is on sys.path too, so a module may import
+# another's helpers by name (``from test_gateway import gate_for``) wherever either lives.
+TESTS = Path(__file__).resolve().parent
+LAYERS = ("core", "store", "langgraph", "server", "cli", "faults", "evidence")
+for _layer in LAYERS:
+    if str(TESTS / _layer) not in sys.path:
+        sys.path.append(str(TESTS / _layer))
 
 # freezegun replaces the time functions in every loaded module but the ones it ignores,
 # and pytest's timer reads them through `_pytest.timing`: a test that froze the clock in a
@@ -65,32 +78,90 @@ def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'store.db'}"
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest) -> str:
-    """An empty database (no schema yet) on each backend."""
-    name = "sqlite_url" if request.param == "sqlite" else "postgres_schema_url"
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)],
+                ids=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """The backend of this case: ``sqlite`` or ``postgresql`` (the one parameter of
+    ``db_url``, ``migrated_url``, ``store`` and ``astore``, so they name one database)."""
+    return str(request.param)
+
+
+@pytest.fixture
+def db_url(request: pytest.FixtureRequest, backend: str) -> str:
+    """An empty database (no schema yet) on each backend: for the tests of migrations and
+    ``setup()`` themselves; the others take ``migrated_url`` or ``store``."""
+    if "migrated_url" in request.fixturenames:
+        pytest.fail("db_url is an empty database, not the store's: take migrated_url for the "
+                    "database that store/astore use", pytrace=False)
+    name = "sqlite_url" if backend == "sqlite" else "postgres_schema_url"
+    return str(request.getfixturevalue(name))
+
+
+# --- one migration per test run, copied per test -----------------------------------------
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated to head once per run (its engine closed: no WAL left)."""
+    path = tmp_path_factory.mktemp("migrated") / "store.db"
+    store = InterruptStore(f"sqlite:///{path}")
+    store.setup()
+    store.close()
+    return path
+
+
+@pytest.fixture
+def migrated_sqlite_url(tmp_path: Path, sqlite_template: Path) -> str:
+    """A copy of the migrated SQLite file, this test's own."""
+    target = tmp_path / "migrated.db"
+    shutil.copyfile(sqlite_template, target)
+    return f"sqlite:///{target}"
+
+
+@pytest.fixture(scope="session")
+def postgres_template() -> Iterator[SchemaTemplate | None]:
+    """A schema migrated to head once per run, captured with pg_dump (tables, sequences,
+    functions, triggers, the version row) for a fresh copy per test; None without PostgreSQL."""
+    base = postgres_base_url()
+    if base is None:
+        yield None
+        return
+    template = SchemaTemplate.migrate(sa.make_url(base).set(drivername="postgresql+psycopg"))
+    try:
+        yield template
+    finally:
+        template.drop()
+
+
+@pytest.fixture
+def migrated_postgres_url(postgres_template: SchemaTemplate | None) -> Iterator[str]:
+    """A fresh schema restored from the migrated template, dropped afterwards."""
+    if postgres_template is None:
+        pytest.skip(POSTGRES_SKIP_REASON)
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    yield postgres_template.copy(schema)
+    postgres_template.drop_copy(schema)
+
+
+@pytest.fixture
+def migrated_url(request: pytest.FixtureRequest, backend: str) -> str:
+    """A database at head, this test's own copy of the run's one migration, on each backend."""
+    name = "migrated_sqlite_url" if backend == "sqlite" else "migrated_postgres_url"
     return str(request.getfixturevalue(name))
 
 
 @pytest.fixture
-def backend(db_url: str) -> str:
-    return "sqlite" if db_url.startswith("sqlite") else "postgresql"
-
-
-@pytest.fixture
-def store(db_url: str) -> Iterator[InterruptStore]:
-    """A migrated store without a TTL, on each backend."""
-    s = InterruptStore(db_url)
-    s.setup()
+def store(migrated_url: str) -> Iterator[InterruptStore]:
+    """A migrated store without a TTL, on each backend (``setup()`` on it changes nothing)."""
+    s = InterruptStore(migrated_url)
     yield s
     s.close()
 
 
 @pytest.fixture
-async def astore(db_url: str) -> AsyncIterator[AsyncInterruptStore]:
+async def astore(migrated_url: str) -> AsyncIterator[AsyncInterruptStore]:
     """A migrated asyncio store, on each backend."""
-    s = AsyncInterruptStore(db_url)
-    await s.setup()
+    s = AsyncInterruptStore(migrated_url)
     yield s
     await s.aclose()
 

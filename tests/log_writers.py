@@ -5,18 +5,15 @@ A separate module (not the test file) so a spawned child imports only this and t
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
-from symfonic_store import InterruptStore, build_interrupt_marker, new_interrupt_id
+import factories
 
+from symfonic_store import InterruptStore
 
-def marker(run_id: str | None = None) -> dict[str, Any]:
-    return build_interrupt_marker(
-        name="approval_required",
-        interrupt_id=new_interrupt_id(),
-        payload={"amount": 420},
-        run_id=run_id,
-    )
+# The seed-shaped marker (new id, the seed's payload), stamped when built.
+marker = partial(factories.marker, payload=factories.SEED_PAYLOAD)
 
 
 def append_round(store: InterruptStore, n: int, r: int) -> None:

@@ -27,13 +27,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import factories
 import httpx
 import pytest
 import sqlalchemy as sa
 from cli_helpers import cli_env
 from conftest import POSTGRES_SKIP_REASON, postgres_base_url, with_search_path
 
-from symfonic_store import InterruptStore, build_interrupt_marker, new_interrupt_id
+from symfonic_store import InterruptStore
 from symfonic_store.server import interrupt_digest
 
 START_TIMEOUT = 90
@@ -165,10 +166,7 @@ def write_json(path: Path, value: Any) -> Path:
 def mint(store: InterruptStore, thread_id: str, *, name: str = "approval_required", actor: str | None = "agent",
          **payload: Any) -> str:
     """Mint a seed marker on ``thread_id``; returns its interrupt id."""
-    interrupt_id = new_interrupt_id()
-    marker = build_interrupt_marker(name=name, interrupt_id=interrupt_id, payload=payload or {"amount": 420})
-    store.mint(thread_id, marker, actor=actor)
-    return interrupt_id
+    return str(factories.mint(store, thread_id, name=name, actor=actor, payload=payload or None)["interrupt_id"])
 
 
 def digest_of(store: InterruptStore, thread_id: str, interrupt_id: str) -> str:

@@ -4,7 +4,7 @@
 
 The tables are declared here only for what those savers do not implement (the
 statements of :mod:`symfonic_store.db.checkpoints`) and for
-tests/test_checkpointer_tables.py, which reflects the tables a saver created and compares
+tests/langgraph/test_checkpointer_tables.py, which reflects the tables a saver created and compares
 them with these declarations, column by column. None of them belongs to the store's
 schema (``db/schema.py``): Alembic neither creates nor compares them.
 """

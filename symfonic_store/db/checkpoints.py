@@ -5,7 +5,7 @@ savers (``langgraph-checkpoint-sqlite`` and ``langgraph-checkpoint-postgres``), 
 by those savers' ``setup()`` and written by their SQL. The tables are declared (in
 :mod:`.checkpoint_tables`, the layout each backend chooses) only for what those savers
 do not implement -- ``copy_thread``, ``delete_for_runs``,
-and on SQLite ``prune`` -- and for tests/test_checkpointer_tables.py, which reflects the
+and on SQLite ``prune`` -- and for tests/langgraph/test_checkpointer_tables.py, which reflects the
 tables a saver created and compares them with these declarations, column by column: a
 LangGraph release that changes the layout fails there, before these statements could
 touch a table they no longer understand.

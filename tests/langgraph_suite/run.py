@@ -70,6 +70,7 @@ def prepare(cache: Path) -> Path:
             raise SystemExit(f"langgraph {version}: its conftest has no _checkpointer_{name}; update THEIR_*")
     conftest.write_text(text + CONFTEST_TAIL, encoding="utf-8")
     shutil.copyfile(HERE / "savers.py", tree / "tests" / "_symfonic_savers.py")
+    shutil.copyfile(HERE.parent / "migrated.py", tree / "tests" / "_symfonic_migrated.py")
     return tree
 
 

@@ -11,6 +11,7 @@ and ``store.recording_checkpointer(InMemorySaver())``.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -75,19 +76,33 @@ def _database() -> Iterator[str]:
         yield f"sqlite:///{tmp}/store.db"
 
 
+_PG_TEMPLATE: list[Any] = []
+
+
+def _postgres_template() -> Any:
+    """The store's schema and LangGraph's tables migrated once a session in a template
+    schema, restored into a fresh schema per test (tests/migrated.py, copied beside this
+    module by run.py); the template is dropped when the session ends."""
+    if not _PG_TEMPLATE:
+        from tests import _symfonic_migrated as migrated  # type: ignore[attr-defined]
+
+        base = sa.make_url(os.environ[POSTGRES_ENV]).set(drivername="postgresql+psycopg")
+        template = migrated.SchemaTemplate.migrate(base, checkpointer=True)
+        atexit.register(template.drop)
+        _PG_TEMPLATE.append(template)
+    return _PG_TEMPLATE[0]
+
+
 @contextmanager
 def _postgres_schema() -> Iterator[str]:
-    base = sa.make_url(os.environ[POSTGRES_ENV]).set(drivername="postgresql+psycopg")
+    """A URL of a fresh schema of the store's, set up and empty, dropped afterwards."""
+    template = _postgres_template()
     schema = f"lg_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(base)
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
+    url = template.copy(schema)
     try:
-        yield base.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)
+        yield url
     finally:
-        with admin.begin() as conn:
-            conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
-        admin.dispose()
+        template.drop_copy(schema)
 
 
 def _url(name: str) -> AbstractContextManager[str]:
