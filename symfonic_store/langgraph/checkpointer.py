@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from langgraph.checkpoint.base import CheckpointTuple
 
@@ -50,6 +50,7 @@ from .. import validation
 from ..db.backends import backend_of
 from ..db.translate import translate_errors
 from ..store.plan import Op
+from ..store.runner import is_async_store
 from .async_checkpointer import AsyncStoreCheckpointer
 from .recording import moved, needs_saved, saved_answers
 from .saver_sql import _Sql, serializer
@@ -216,11 +217,9 @@ class StoreCheckpointer(_Checkpointer):
 
 def checkpointer_for(store: InterruptStore | AsyncInterruptStore) -> StoreCheckpointer | AsyncStoreCheckpointer:
     """The twin for ``store``'s kind."""
-    from ..store import AsyncInterruptStore
-
-    if isinstance(store, AsyncInterruptStore):
-        return AsyncStoreCheckpointer(store)
-    return StoreCheckpointer(store)
+    if is_async_store(store):
+        return AsyncStoreCheckpointer(cast("AsyncInterruptStore", store))
+    return StoreCheckpointer(cast("InterruptStore", store))
 
 
 def is_own(store: Any, saver: Any) -> bool:

@@ -29,7 +29,7 @@ from .. import native
 from ..compat import RESUME as _RESUME_CHANNEL
 from ..errors import AnswerNotTakenError, DatabaseError, InvalidInputError
 from ..services.sweep import NOT_HELD
-from ..store.runner import adrive, drive
+from ..store.runner import adrive, drive, is_async_store
 from ..validation import required_id
 from .answer_id import ANSWER_ID_KEY, answer_id
 from .failures import failed_while_running, store_error, store_errors
@@ -137,10 +137,9 @@ class InterruptGateway:
         self.graph = graph
         self.store = store
         self.on_expiry = on_expiry
-        from ..store import AsyncInterruptStore
         from .checkpointer import GRAPH_KEY, is_own
 
-        self._async_store = isinstance(store, AsyncInterruptStore)
+        self._async_store = is_async_store(store)
         # With the store's own checkpointer the mints commit inside the graph's steps:
         # the config tells them the graph's name, which the gateway would record after.
         owned = is_own(store, getattr(graph, "checkpointer", None))

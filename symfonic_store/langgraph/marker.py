@@ -38,6 +38,7 @@ from ..protocol import (
     normalize_response,
     response_updates,
 )
+from ..store.runner import is_async_store
 from .checkpointer import own_checkpointer
 
 if TYPE_CHECKING:
@@ -110,9 +111,7 @@ def _actor(config: RunnableConfig | None) -> str | None:
 
 
 def _is_async_store(store: Any) -> bool:
-    from ..store import AsyncInterruptStore
-
-    return isinstance(store, AsyncInterruptStore)
+    return is_async_store(store)
 
 
 def _check_store(store: Any, method: str, what: str) -> None:

@@ -28,6 +28,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from ..compat import ERROR as _ERROR
 from ..compat import INTERRUPT as _INTERRUPT
 from ..compat import RESUME as _RESUME
+from ..store.runner import is_async_store
 from .loopcall import LoopCall
 
 if TYPE_CHECKING:
@@ -132,9 +133,7 @@ class RecordingCheckpointer(BaseCheckpointSaver[Any]):
         super().__init__(serde=saver.serde)
         self.saver = saver
         self.store = store
-        from ..store import AsyncInterruptStore
-
-        self._async_store = isinstance(store, AsyncInterruptStore)
+        self._async_store = is_async_store(store)
         self._loop = LoopCall(
             "this recording checkpointer records into an AsyncInterruptStore: on its event "
             "loop's thread run the graph with ainvoke()/astream(); sync calls are served "

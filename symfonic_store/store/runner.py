@@ -338,3 +338,10 @@ __all__ = [
     "stream",
     "write_steps",
 ]
+
+
+def is_async_store(store: object) -> bool:
+    """Is ``store`` an :class:`~symfonic_store.AsyncInterruptStore` (its runner the asyncio
+    one)? Integrations ask this instead of importing the store classes, so the store layer,
+    which hands out their checkpointers, never finds itself imported back."""
+    return isinstance(getattr(store, "runner", None), AsyncStoreRunner)

@@ -4,7 +4,10 @@ The graph is read from the source with ``ast``, as ``structure.py`` (the project
 structure check) reads it: an import inside a function counts as much as one at the
 top; only imports under ``if TYPE_CHECKING:`` are left out (they never run), and a
 package's ``__init__`` re-exporting its own children is not an edge (that is how a
-package shows its face, not a design cycle).
+package shows its face, not a design cycle). A name imported from a package's face is an
+edge to the module that defines it: the child the ``__init__`` imports it from, or the
+module its lazy table (``_LAZY = {name: module}``, loaded by ``__getattr__``) names --
+so a face, eager or lazy, hides no cycle.
 """
 
 from __future__ import annotations
@@ -36,12 +39,45 @@ def resolve(mod: str, is_pkg: bool, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
+def face(pkg: str, tree: ast.Module) -> dict[str, str]:
+    """What a package's ``__init__`` hands out: name -> the module it comes from (its
+    ``from .child import name`` re-exports and its ``_LAZY`` table)."""
+    names: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+            for alias in node.names:
+                names[alias.asname or alias.name] = f"{pkg}.{node.module}"
+        elif (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "_LAZY" for t in node.targets)
+            and isinstance(node.value, ast.Dict)
+        ):
+            for key, value in zip(node.value.keys, node.value.values, strict=True):
+                if isinstance(key, ast.Constant) and isinstance(value, ast.Constant):
+                    names[str(key.value)] = f"{pkg}.{value.value}"
+    return names
+
+
 class Imports(ast.NodeVisitor):
     """The package modules one module imports, lazily or not (not under TYPE_CHECKING)."""
 
-    def __init__(self, mod: str, is_pkg: bool, modules: set[str]) -> None:
+    def __init__(
+        self, mod: str, is_pkg: bool, modules: set[str], faces: dict[str, dict[str, str]] | None = None
+    ) -> None:
         self.mod, self.is_pkg, self.modules = mod, is_pkg, modules
+        self.faces = faces or {}
         self.deps: set[str] = set()
+
+    def _origin(self, base: str, name: str) -> str:
+        """The module that defines ``name`` imported from package ``base``'s face."""
+        seen = set()
+        while name in self.faces.get(base, {}) and base not in seen:
+            seen.add(base)
+            target = self.faces[base][name]
+            if target not in self.faces:  # a plain module (or a child that is no package)
+                return target
+            base = target
+        return base
 
     def visit_If(self, node: ast.If) -> None:
         if "TYPE_CHECKING" in ast.unparse(node.test):
@@ -68,16 +104,18 @@ class Imports(ast.NodeVisitor):
             return
         for alias in node.names:
             full = f"{base}.{alias.name}"
-            self._add(full if full in self.modules else base)
+            self._add(full if full in self.modules else self._origin(base, alias.name))
 
 
 def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
     files = {module_name(f, root): f for f in sorted(root.rglob("*.py"))}
+    trees = {mod: ast.parse(path.read_text(encoding="utf-8")) for mod, path in files.items()}
+    faces = {mod: face(mod, trees[mod]) for mod, path in files.items() if path.name == "__init__.py"}
     graph: dict[str, set[str]] = {}
     for mod, path in files.items():
         is_init = path.name == "__init__.py"
-        visitor = Imports(mod, is_init, set(files))
-        visitor.visit(ast.parse(path.read_text(encoding="utf-8")))
+        visitor = Imports(mod, is_init, set(files), faces)
+        visitor.visit(trees[mod])
         graph[mod] = {d for d in visitor.deps if not (is_init and d.startswith(mod + "."))}
     return graph
 
@@ -139,3 +177,20 @@ def test_a_lazy_import_counts_and_a_type_checking_one_does_not(tmp_path: Path) -
     assert graph[f"{PKG}.c"] == set()
     assert graph[PKG] == set()  # a package re-exporting its children is no edge
     assert cycles(graph) == [[f"{PKG}.a", f"{PKG}.b"]]
+
+
+def test_a_name_from_a_package_face_is_an_edge_to_its_module(tmp_path: Path) -> None:
+    """A name taken from a package's face -- re-exported or in its lazy table -- is an edge
+    to the module that defines it, so a face hides no cycle."""
+    pkg = tmp_path / PKG
+    (pkg / "inner").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "inner" / "__init__.py").write_text(
+        "from .eager import E\n_LAZY = {'L': 'lazy'}\n\ndef __getattr__(name):\n    pass\n"
+    )
+    (pkg / "inner" / "eager.py").write_text("E = 1\n")
+    (pkg / "inner" / "lazy.py").write_text("def f():\n    from ..user import U\n    return U\n")
+    (pkg / "user.py").write_text("U = 1\n\ndef g():\n    from .inner import E, L\n    return E, L\n")
+    graph = import_graph(pkg)
+    assert graph[f"{PKG}.user"] == {f"{PKG}.inner.eager", f"{PKG}.inner.lazy"}
+    assert cycles(graph) == [[f"{PKG}.inner.lazy", f"{PKG}.user"]]
