@@ -56,13 +56,7 @@ class StoredEvent:
         """The event as JSON-ready values (``occurred_at`` as ISO 8601 UTC)."""
         return {
             "position": self.position,
-            "thread_id": self.thread_id,
-            "version": self.version,
-            "type": self.type,
-            "interrupt_id": self.interrupt_id,
-            "run_id": self.run_id,
-            "actor": self.actor,
-            "data": self.data,
+            **_fields(self),
             "occurred_at": self.occurred_at.isoformat(),
             "hash": self.hash,
         }
@@ -89,17 +83,20 @@ class NewEvent:
     by :func:`seal`: the audit columns that copy them bind the same text."""
 
     def row(self) -> dict[str, Any]:
-        return {
-            "thread_id": self.thread_id,
-            "version": self.version,
-            "type": self.type,
-            "interrupt_id": self.interrupt_id,
-            "run_id": self.run_id,
-            "actor": self.actor,
-            "data": self.data,
-            "occurred_at": self.occurred_at,
-            "hash": self.hash,
-        }
+        return {**_fields(self), "occurred_at": self.occurred_at, "hash": self.hash}
+
+
+def _fields(event: StoredEvent | NewEvent) -> dict[str, Any]:
+    """What a stored and a new event both carry, between the position and the time."""
+    return {
+        "thread_id": event.thread_id,
+        "version": event.version,
+        "type": event.type,
+        "interrupt_id": event.interrupt_id,
+        "run_id": event.run_id,
+        "actor": event.actor,
+        "data": event.data,
+    }
 
 
 _CANONICAL = json.JSONEncoder(

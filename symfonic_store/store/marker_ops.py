@@ -148,9 +148,7 @@ class MarkerOps(Settings):
             InvalidInputError: bad ids, a response that is not JSON, or a decisions
                 function that raised or returned no decision word (nothing recorded).
         """
-        t = validation.required_id(thread_id, "thread_id")
-        i = validation.required_id(interrupt_id, "interrupt_id")
-        a = validation.required_id(actor, "actor")
+        t, i, a = validation.answer_ids(thread_id, interrupt_id, actor)
         by = validation.authenticated_by(authenticated_by)
         r, r_json = validation.json_encoded(
             response_dict(response), "response", max_bytes=self.max_payload_bytes
@@ -249,9 +247,7 @@ class MarkerOps(Settings):
                 was recorded.
             InvalidInputError: bad ids, an unknown ``why``, or a response that is not JSON.
         """
-        t = validation.required_id(thread_id, "thread_id")
-        i = validation.required_id(interrupt_id, "interrupt_id")
-        a = validation.required_id(actor, "actor")
+        t, i, a = validation.answer_ids(thread_id, interrupt_id, actor)
         if why not in REJECTION_WHYS:
             raise InvalidInputError("why", f"must be one of {', '.join(REJECTION_WHYS)}")
         r = validation.json_value(response, "response", max_bytes=self.max_payload_bytes)

@@ -74,6 +74,23 @@ def answer_data(
     return data
 
 
+def append_taken(
+    w: ThreadWriter,
+    interrupt_id: str,
+    row: dict[str, Any],
+    held: dict[str, Any],
+    *,
+    via: str = "gateway",
+    decision: str | None = None,
+    settled_by: str | None = None,
+) -> None:
+    """Record the claimed answer ``held`` as taken (the claim row is the caller's to delete)."""
+    data: dict[str, Any] = {"response": held["response"], "via": via, **answer_data(row, held, decision)}
+    if settled_by is not None:
+        data["settled_by"] = settled_by
+    w.append(RESUMED, interrupt_id=interrupt_id, actor=held["actor"], data=data)
+
+
 def unknown_record(
     conn: Connection, thread_id: str, interrupt_id: str, held: dict[str, Any]
 ) -> StoredEvent | None:
@@ -155,17 +172,7 @@ def settle(
     if outcome == "taken":
         if row is None:  # pragma: no cover - a held interrupt is neither expired nor superseded
             raise InvalidInputError("interrupt_id", f"{where} is no longer open; nothing was written")
-        w.append(
-            RESUMED,
-            interrupt_id=interrupt_id,
-            actor=held["actor"],
-            data={
-                "response": held["response"],
-                "via": "gateway",
-                **answer_data(row, held),
-                "settled_by": actor,
-            },
-        )
+        append_taken(w, interrupt_id, row, held, settled_by=actor)
     else:
         w.append(
             RESUME_REJECTED,
