@@ -42,6 +42,8 @@ class StoredEvent:
     """One row of the event table, as read back (the columns of the table, by name)."""
 
     position: int
+    # Deliberately NewEvent's fields again: a shared base would move ``position`` from
+    # first place in this public class's constructor.
     thread_id: str
     version: int
     type: str
@@ -66,6 +68,7 @@ class StoredEvent:
 class NewEvent:
     """An event about to be appended: everything but the position the database assigns."""
 
+    # Deliberately StoredEvent's fields again (see there).
     thread_id: str
     version: int
     type: str

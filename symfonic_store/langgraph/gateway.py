@@ -399,6 +399,7 @@ class InterruptGateway:
 
     # --- answers ---------------------------------------------------------------------
 
+    # Deliberately repeated: aanswer() has this public signature; both share _answer.
     def answer(
         self,
         thread_id: str,
@@ -434,6 +435,7 @@ class InterruptGateway:
         t, i, a = answer_ids(thread_id, interrupt_id, actor)
         return self._drive(self._answer(t, i, value, a, config, authenticated_by))
 
+    # Deliberately repeated: answer()'s public signature; both share _answer.
     async def aanswer(
         self,
         thread_id: str,

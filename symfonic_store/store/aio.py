@@ -160,6 +160,7 @@ class AsyncInterruptStore(Integrations):
         """Release the store's connections."""
         await self.aclose()
 
+    # Deliberately repeated: the async face mirrors store/sync.py method by method, each awaited; what they do is in the shared plans.
     async def setup(self) -> None:
         """Migrate the database to the newest schema (idempotent)."""
         with translate_errors():

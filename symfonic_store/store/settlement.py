@@ -107,6 +107,7 @@ def unknown_record(
     return None
 
 
+# Alike mark_unknown in shape, deliberately: that one reads every claim again under the thread's lock.
 def lapsed_claims(
     conn: Connection, *, claimed_before: float, thread_ids: Sequence[str] | None = None
 ) -> list[tuple[str, str]]:
@@ -121,6 +122,7 @@ def lapsed_claims(
     return lapsed
 
 
+# Alike lapsed_claims in shape, deliberately: each claim is read again under the thread's lock.
 def mark_unknown(
     conn: Connection, *, claimed_before: float, thread_ids: Sequence[str] | None = None
 ) -> list[tuple[str, str]]:

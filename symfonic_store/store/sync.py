@@ -146,6 +146,7 @@ class InterruptStore(Integrations):
         if self._owns_engine:
             self._engine.dispose()
 
+    # Deliberately repeated: store/aio.py mirrors this face method by method, each awaited; what they do is in the shared plans.
     def setup(self) -> None:
         """Migrate the database to the newest schema (idempotent)."""
         with translate_errors(), self._engine.connect() as conn:
