@@ -174,6 +174,7 @@ class AsyncInterruptStore(Integrations):
         :class:`~symfonic_store.store.runner.StoreRunner`); not for application code."""
         return self._runner
 
+    # Deliberately the table of store/sync.py again: typed class attributes, so mypy and editors see each public method (a loop of setattr would hide them).
     # --- the operations (see store/ops.py) -----------------------------------------
 
     mint = _Operation(Operations.mint)

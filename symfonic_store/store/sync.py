@@ -159,6 +159,7 @@ class InterruptStore(Integrations):
         :class:`~symfonic_store.store.runner.StoreRunner`); not for application code."""
         return self._runner
 
+    # Deliberately the table of store/aio.py again: typed class attributes, so mypy and editors see each public method (a loop of setattr would hide them).
     # --- the operations (see store/ops.py) -----------------------------------------
 
     mint = _Operation(Operations.mint)

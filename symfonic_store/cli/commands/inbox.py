@@ -86,6 +86,7 @@ def resume(
             parser=flag(json_value),
         ),
     ] = None,
+    # Options alike others in shape only, deliberately declared where they are read.
     graph: Annotated[
         str | None,
         typer.Option(
