@@ -116,7 +116,8 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted(__all__)
 
-# Deliberately repeated: errors.__all__'s names stand here again, literally, because static tools read only a literal list.
+# Deliberately repeated: errors.__all__'s names stand here again, literally, because static tools
+# read only a literal list.
 __all__ = [
     "EXPIRED",
     "MINTED",

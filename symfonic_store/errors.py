@@ -292,7 +292,8 @@ class ConstraintViolationError(DatabaseError):
 
 # symfonic_store/__init__.py lists these names again, on purpose: the package's __all__ is
 # its whole public face in one list, the errors among the names loaded lazily.
-# Deliberately repeated: symfonic_store/__init__.py lists these names again, literally (static tools read only a literal list).
+# Deliberately repeated: symfonic_store/__init__.py lists these names again, literally (static tools
+# read only a literal list).
 __all__ = [
     "AnswerNotTakenError",
     "ConcurrencyConflictError",

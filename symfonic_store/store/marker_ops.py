@@ -153,7 +153,8 @@ class MarkerOps(Settings):
         r, r_json = validation.json_encoded(
             response_dict(response), "response", max_bytes=self.max_payload_bytes
         )
-        # A plan step, alike its neighbours in shape only (another rule, its own keywords): deliberately spelled out.
+        # A plan step, alike its neighbours in shape only (another rule, its own keywords):
+        # deliberately spelled out.
         admitted: Any = yield Op(
             partial(
                 lifecycle.resume,
@@ -188,7 +189,8 @@ class MarkerOps(Settings):
             "response",
             max_bytes=self.max_payload_bytes,
         )
-        # A plan step, alike the resume above in shape only (the node's keywords): deliberately spelled out.
+        # A plan step, alike the resume above in shape only (the node's keywords): deliberately
+        # spelled out.
         fn = partial(
             lifecycle.resume,
             rules=self.rules,

@@ -90,7 +90,8 @@ class NativeOps(Settings):
         t, i, a = validation.answer_ids(thread_id, interrupt_id, actor)
         by = validation.authenticated_by(authenticated_by)
         r = validation.json_value(response, "response", max_bytes=self.max_payload_bytes)
-        # A plan step, alike the marker path's in shape only (another rule, its own keywords): deliberately spelled out.
+        # A plan step, alike the marker path's in shape only (another rule, its own keywords):
+        # deliberately spelled out.
         opened: dict[str, Any] = yield Op(
             partial(
                 admission.claim,

@@ -107,7 +107,8 @@ def unknown_record(
     return None
 
 
-# Alike mark_unknown in shape, deliberately: that one reads every claim again under the thread's lock.
+# Alike mark_unknown in shape, deliberately: that one reads every claim again under the thread's
+# lock.
 def lapsed_claims(
     conn: Connection, *, claimed_before: float, thread_ids: Sequence[str] | None = None
 ) -> list[tuple[str, str]]:

@@ -78,7 +78,8 @@ def resume(
     actor: Annotated[str, typer.Option("--actor", metavar="NAME", help="Who answers (recorded).")],
     response: Annotated[
         Any,
-        # An option alike others in shape only (see cli/app.py), deliberately declared where it is read.
+        # An option alike others in shape only (see cli/app.py), deliberately declared where it is
+        # read.
         typer.Option(
             "--response",
             metavar="JSON",

@@ -298,7 +298,8 @@ class Backend:
         """The codes of a driver exception of this backend's, else None."""
         return None
 
-    # The error-code hooks, alike in shape only: each default is what a backend without the notion answers.
+    # The error-code hooks, alike in shape only: each default is what a backend without the notion
+    # answers.
     @classmethod
     def is_race(cls, code: DriverCode) -> bool:
         """A lost race (a concurrency guard's unique key, a serialization failure)."""

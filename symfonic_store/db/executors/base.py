@@ -98,7 +98,8 @@ class Executor:
         """Rows of a SELECT, with the column types' result processing."""
         raise NotImplementedError
 
-    # Deliberately repeated: the signature every executor's write() overrides (CoreExecutor, cursor.py).
+    # Deliberately repeated: the signature every executor's write() overrides (CoreExecutor,
+    # cursor.py).
     def write(
         self,
         conn: Connection,

@@ -47,7 +47,8 @@ def audit_columns_query(thread_id: str | None = None) -> sa.Select[Any]:
 def _audit_query(*, by_thread: bool, by_actor: bool) -> sa.Select[Any]:
     """Each mint joined to its ending (if any), in mint order: their audit columns, not
     their data (symfonic_store/audit_columns.py). Binds ``t`` / ``a`` when filtered."""
-    # Audit queries alike in shape only (aliases, joins), deliberately spelled out: each selects its own columns.
+    # Audit queries alike in shape only (aliases, joins), deliberately spelled out: each selects its
+    # own columns.
     mint = events.alias("mint")
     ending = events.alias("ending")
     query = (

@@ -95,7 +95,8 @@ def _thread_rows(
     return [thread_row(s, j) for s, j in zip(states, pending_json, strict=True)]
 
 
-# Signature alike update_threads' deliberately: the two write the same rows, one inserting, one updating.
+# Signature alike update_threads' deliberately: the two write the same rows, one inserting, one
+# updating.
 def insert_threads(
     conn: Connection,
     states: Sequence[ThreadState],
