@@ -97,6 +97,7 @@ class ResumeNotAllowedError(InterruptStateError):
 class InterruptInProgressError(InterruptStateError):
     """Another answer claimed the interrupt and its graph run has not settled yet."""
 
+    # A signature alike ThreadWriter's in shape only (keyword-only optionals).
     def __init__(
         self,
         message: str,

@@ -71,6 +71,7 @@ class MarkerOps(Settings):
         )
         return minted
 
+    # A public signature, alike ThreadWriter.__init__ in shape only.
     def record_route(
         self,
         thread_id: str,
