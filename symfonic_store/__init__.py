@@ -101,6 +101,7 @@ _LAZY = {
 }
 
 
+# Deliberately repeated in symfonic_store/store/__init__.py: each lazy face loads its own names.
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
@@ -115,6 +116,8 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted(__all__)
 
+# Deliberately repeated: errors.__all__'s names stand here again, literally, because static tools
+# read only a literal list.
 __all__ = [
     "EXPIRED",
     "MINTED",

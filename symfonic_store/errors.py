@@ -97,6 +97,7 @@ class ResumeNotAllowedError(InterruptStateError):
 class InterruptInProgressError(InterruptStateError):
     """Another answer claimed the interrupt and its graph run has not settled yet."""
 
+    # A signature alike ThreadWriter's in shape only (keyword-only optionals).
     def __init__(
         self,
         message: str,
@@ -292,6 +293,8 @@ class ConstraintViolationError(DatabaseError):
 
 # symfonic_store/__init__.py lists these names again, on purpose: the package's __all__ is
 # its whole public face in one list, the errors among the names loaded lazily.
+# Deliberately repeated: symfonic_store/__init__.py lists these names again, literally (static tools
+# read only a literal list).
 __all__ = [
     "AnswerNotTakenError",
     "ConcurrencyConflictError",

@@ -42,6 +42,8 @@ class StoredEvent:
     """One row of the event table, as read back (the columns of the table, by name)."""
 
     position: int
+    # Deliberately NewEvent's fields again: a shared base would move ``position`` from
+    # first place in this public class's constructor.
     thread_id: str
     version: int
     type: str
@@ -56,13 +58,7 @@ class StoredEvent:
         """The event as JSON-ready values (``occurred_at`` as ISO 8601 UTC)."""
         return {
             "position": self.position,
-            "thread_id": self.thread_id,
-            "version": self.version,
-            "type": self.type,
-            "interrupt_id": self.interrupt_id,
-            "run_id": self.run_id,
-            "actor": self.actor,
-            "data": self.data,
+            **_fields(self),
             "occurred_at": self.occurred_at.isoformat(),
             "hash": self.hash,
         }
@@ -72,6 +68,7 @@ class StoredEvent:
 class NewEvent:
     """An event about to be appended: everything but the position the database assigns."""
 
+    # Deliberately StoredEvent's fields again (see there).
     thread_id: str
     version: int
     type: str
@@ -89,17 +86,20 @@ class NewEvent:
     by :func:`seal`: the audit columns that copy them bind the same text."""
 
     def row(self) -> dict[str, Any]:
-        return {
-            "thread_id": self.thread_id,
-            "version": self.version,
-            "type": self.type,
-            "interrupt_id": self.interrupt_id,
-            "run_id": self.run_id,
-            "actor": self.actor,
-            "data": self.data,
-            "occurred_at": self.occurred_at,
-            "hash": self.hash,
-        }
+        return {**_fields(self), "occurred_at": self.occurred_at, "hash": self.hash}
+
+
+def _fields(event: StoredEvent | NewEvent) -> dict[str, Any]:
+    """What a stored and a new event both carry, between the position and the time."""
+    return {
+        "thread_id": event.thread_id,
+        "version": event.version,
+        "type": event.type,
+        "interrupt_id": event.interrupt_id,
+        "run_id": event.run_id,
+        "actor": event.actor,
+        "data": event.data,
+    }
 
 
 _CANONICAL = json.JSONEncoder(

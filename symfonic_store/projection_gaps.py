@@ -34,6 +34,8 @@ REBUILD_HINT = "run `symfonic-store projection rebuild` (store.rebuild_projectio
 _OPENED: ContextVar[list[str] | None] = ContextVar("symfonic_store_opened_threads", default=None)
 
 
+# The context-variable idiom of store/steps.py deferring(), deliberately: a helper would be longer
+# than the two.
 @contextmanager
 def watching(opened: list[str]) -> Iterator[None]:
     """Collect into ``opened`` the id of every thread a writer opens inside."""

@@ -88,6 +88,7 @@ def interrupt_pending_is_current(
     (P3); with a TTL, a numeric ``minted_at`` older than ``ttl_seconds`` -- strictly --
     is stale (P4); anything else is current (P5).
     """
+    # Deliberately written out again in ask_user_pending_is_current (see its docstring).
     if not isinstance(state, Mapping):
         raise InvalidInputError("state", f"must be a mapping, got {type(state).__name__}")
     if ttl_seconds is not None and not isinstance(ttl_seconds, int | float):
@@ -141,6 +142,7 @@ def ask_user_pending_is_current(
     out again rather than shared: the elicitation path and the generic interrupt path
     must not be able to break each other.
     """
+    # Deliberately interrupt_pending_is_current's checks again (see the docstring).
     if not isinstance(state, Mapping):
         raise InvalidInputError("state", f"must be a mapping, got {type(state).__name__}")
     if ttl_seconds is not None and not isinstance(ttl_seconds, int | float):

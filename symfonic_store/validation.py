@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import reprlib
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -54,18 +55,31 @@ def text_id(value: Any, field: str, *, optional: bool = False) -> str | None:
         raise InvalidInputError(field, f"must be a string, got {type(value).__name__}")
     if value == "":
         raise InvalidInputError(field, "must not be empty")
-    if len(value) > MAX_ID_LENGTH:
-        raise InvalidInputError(
-            field, f"is {len(value)} characters long; at most {MAX_ID_LENGTH} are allowed"
-        )
-    _check_storable_text(value, field)
-    return value
+    return _bounded_text(value, field)
 
 
 def required_id(value: Any, field: str) -> str:
     checked = text_id(value, field)
     assert checked is not None
     return checked
+
+
+def answer_ids(thread_id: Any, interrupt_id: Any, actor: Any) -> tuple[str, str, str]:
+    """The thread id, interrupt id and actor of an answer, checked in that order."""
+    return (
+        required_id(thread_id, "thread_id"),
+        required_id(interrupt_id, "interrupt_id"),
+        required_id(actor, "actor"),
+    )
+
+
+def config_thread_id(config: Mapping[str, Any] | None, needed: str) -> str:
+    """The thread id of a LangGraph run's config; ``needed`` says who needs it and how to give it."""
+    configurable = (config or {}).get("configurable") or {}
+    thread_id = configurable.get("thread_id")
+    if thread_id is None or thread_id == "":
+        raise InvalidInputError('config["configurable"]["thread_id"]', needed)
+    return str(thread_id)
 
 
 def thread_ids(value: Any, field: str = "thread_ids") -> tuple[str, ...] | None:
@@ -92,6 +106,11 @@ def run_id(value: Any, field: str = "run_id") -> str | None:
         return None
     if not isinstance(value, str):
         raise InvalidInputError(field, f"must be a string or None, got {type(value).__name__}")
+    return _bounded_text(value, field)
+
+
+def _bounded_text(value: str, field: str) -> str:
+    """``value`` if it is at most MAX_ID_LENGTH characters and storable."""
     if len(value) > MAX_ID_LENGTH:
         raise InvalidInputError(
             field, f"is {len(value)} characters long; at most {MAX_ID_LENGTH} are allowed"

@@ -344,6 +344,7 @@ def root(
             parser=flag(seconds),
         ),
     ] = None,
+    # Options alike others in shape only, deliberately declared where they are read.
     decisions: Annotated[
         str | None,
         typer.Option(

@@ -41,6 +41,7 @@ sqlite_checkpoints = sa.Table(
     sa.Column("metadata", sa.LargeBinary),
 )
 
+# Deliberately per backend: each mirrors the table LangGraph's own saver for that backend creates.
 sqlite_writes = sa.Table(
     "writes",
     sqlite_metadata,
@@ -85,6 +86,7 @@ postgres_blobs = sa.Table(
     sa.Column("blob", postgresql.BYTEA),
 )
 
+# Deliberately per backend: each mirrors the table LangGraph's own saver for that backend creates.
 postgres_writes = sa.Table(
     "checkpoint_writes",
     postgres_metadata,

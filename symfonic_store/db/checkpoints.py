@@ -79,6 +79,7 @@ def copy_thread(conn: Connection, layout: Layout, source: str, target: str) -> N
 def _doomed_writes(layout: Layout, doomed: sa.ColumnElement[bool]) -> sa.Delete:
     """Delete the writes of the checkpoints that ``doomed`` selects."""
     c, w = layout.checkpoints, layout.writes
+    # Alike the parent query below in shape only (other tables and keys), deliberately spelled out.
     of_doomed = (
         sa.select(sa.literal(1))
         .where(
@@ -96,6 +97,7 @@ def _orphan(layout: Layout, doomed: sa.ColumnElement[bool]) -> sa.Update:
     """Clear the parent of each checkpoint whose parent ``doomed`` selects."""
     c = layout.checkpoints
     parent = c.alias("parent")
+    # Alike the writes query above in shape only (other tables and keys), deliberately spelled out.
     of_doomed = (
         sa.select(sa.literal(1))
         .where(

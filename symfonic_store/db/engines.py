@@ -62,6 +62,8 @@ def _engine_for(url: URL, factory: Callable[[URL], E]) -> E:
         ) from None
 
 
+# Deliberately repeated: the sync twin of create_asyncio_engine (another engine type and factory);
+# the options are checked once, in _check_sqlite_options.
 def create_sync_engine(
     url_or_engine: str | URL | Engine,
     *,
@@ -78,6 +80,8 @@ def create_sync_engine(
     return engine
 
 
+# Deliberately repeated: the async twin of create_sync_engine; the options are checked once, in
+# _check_sqlite_options.
 def create_asyncio_engine(
     url_or_engine: str | URL | AsyncEngine,
     *,

@@ -27,6 +27,7 @@ import ssl
 from dataclasses import dataclass
 from typing import Any
 
+# A constant and a frozen report, alike others in shape only.
 PROBE_TIMEOUT = 5.0
 """Seconds the probe waits for the server, at most (less with a smaller ``connect_timeout``)."""
 

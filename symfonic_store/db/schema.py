@@ -266,6 +266,8 @@ archives = sa.Table(
 # One row per (thread, archived head): versions first_version..version of the thread left
 # the event table in archive ``archive_id``. The latest row of a thread is the base its
 # later events chain on from; the rebuild and verify start there.
+# Tables alike in shape only, deliberately spelled out: each is the frozen shape its migration
+# creates.
 archived_threads = sa.Table(
     ARCHIVED_THREADS_TABLE,
     metadata,
@@ -316,6 +318,8 @@ checkpoints = sa.Table(
 
 # The per-thread heads of the latest checkpoint, grouped into buckets by a hash of the
 # thread id: the next checkpoint recomputes only the buckets of the threads that changed.
+# Tables alike in shape only, deliberately spelled out: each is the frozen shape its migration
+# creates.
 checkpoint_heads = sa.Table(
     CHECKPOINT_HEADS_TABLE,
     metadata,

@@ -37,6 +37,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
+# The public names the demo uses, deliberately the list langgraph/__init__.py exports.
 from ..langgraph import (
     InterruptRequest,
     InterruptState,

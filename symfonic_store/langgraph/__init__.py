@@ -4,6 +4,7 @@ Importing this package imports LangGraph and LangChain; ``import symfonic_store`
 alone does not (its integration names load this package on first use).
 """
 
+# The package's public names; the demo imports the same list, deliberately.
 from ..protocol import expired_resume_value
 from .gateway import InterruptGateway
 from .marker import (

@@ -167,6 +167,8 @@ class AsyncStoreCheckpointer(_Checkpointer):
     def get_tuple(self, config: Any) -> CheckpointTuple | None:
         return self._loop.run(lambda: self.aget_tuple(config))  # type: ignore[no-any-return]
 
+    # Deliberately repeated: LangGraph's saver interface, the signatures of alist() and of
+    # StoreCheckpointer's.
     def list(
         self,
         config: Any,

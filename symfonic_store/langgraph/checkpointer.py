@@ -113,6 +113,8 @@ class StoreCheckpointer(_Checkpointer):
     def get_tuple(self, config: Any) -> CheckpointTuple | None:
         return self._run(self._get_tuple(config))  # type: ignore[no-any-return]
 
+    # Deliberately repeated: LangGraph's saver interface, the signatures of alist() here and in
+    # AsyncStoreCheckpointer.
     def list(
         self,
         config: Any,
@@ -182,6 +184,8 @@ class StoreCheckpointer(_Checkpointer):
     async def aget_tuple(self, config: Any) -> CheckpointTuple | None:
         return await asyncio.to_thread(self.get_tuple, config)
 
+    # Deliberately repeated: LangGraph's saver interface, the signatures of AsyncStoreCheckpointer's
+    # and list()'s.
     async def alist(
         self,
         config: Any,

@@ -30,7 +30,7 @@ from ..compat import RESUME as _RESUME_CHANNEL
 from ..errors import AnswerNotTakenError, DatabaseError, InvalidInputError
 from ..services.sweep import NOT_HELD
 from ..store.runner import adrive, drive, is_async_store
-from ..validation import required_id
+from ..validation import answer_ids, config_thread_id
 from .answer_id import ANSWER_ID_KEY, answer_id
 from .failures import failed_while_running, store_error, store_errors
 from .recording import saved_answers
@@ -85,15 +85,11 @@ def _config(thread_id: str, actor: str | None, config: Mapping[str, Any] | None)
 
 
 def _thread_of(config: Mapping[str, Any] | None) -> str:
-    configurable = (config or {}).get("configurable") or {}
-    thread_id = configurable.get("thread_id")
-    if thread_id is None or thread_id == "":
-        raise InvalidInputError(
-            'config["configurable"]["thread_id"]',
-            "the gateway records per thread; invoke with "
-            'config={"configurable": {"thread_id": ...}}',
-        )
-    return str(thread_id)
+    return config_thread_id(
+        config,
+        "the gateway records per thread; invoke with "
+        'config={"configurable": {"thread_id": ...}}',
+    )
 
 
 def _actor_of(config: Mapping[str, Any] | None) -> str | None:
@@ -402,6 +398,7 @@ class InterruptGateway:
 
     # --- answers ---------------------------------------------------------------------
 
+    # Deliberately repeated: aanswer() has this public signature; both share _answer.
     def answer(
         self,
         thread_id: str,
@@ -434,9 +431,10 @@ class InterruptGateway:
                 or resumed for the seed marker) ``outcome_unknown`` is True and the claim
                 is kept: the node may have acted.
         """
-        t, i, a = self._answer_args(thread_id, interrupt_id, actor)
+        t, i, a = answer_ids(thread_id, interrupt_id, actor)
         return self._drive(self._answer(t, i, value, a, config, authenticated_by))
 
+    # Deliberately repeated: answer()'s public signature; both share _answer.
     async def aanswer(
         self,
         thread_id: str,
@@ -448,16 +446,8 @@ class InterruptGateway:
         authenticated_by: str | None = None,
     ) -> Any:
         """As :meth:`answer`, through the graph's async API (``ainvoke``, ``aget_state``)."""
-        t, i, a = self._answer_args(thread_id, interrupt_id, actor)
+        t, i, a = answer_ids(thread_id, interrupt_id, actor)
         return await self._adrive(self._answer(t, i, value, a, config, authenticated_by))
-
-    @staticmethod
-    def _answer_args(thread_id: Any, interrupt_id: Any, actor: Any) -> tuple[str, str, str]:
-        return (
-            required_id(thread_id, "thread_id"),
-            required_id(interrupt_id, "interrupt_id"),
-            required_id(actor, "actor"),
-        )
 
     # --- expiry ----------------------------------------------------------------------
 

@@ -93,15 +93,11 @@ class GraphCallable(RunnableCallable):
 
 
 def _thread_id(config: RunnableConfig | None) -> str:
-    configurable = (config or {}).get("configurable") or {}
-    thread_id = configurable.get("thread_id")
-    if thread_id is None or thread_id == "":
-        raise InvalidInputError(
-            'config["configurable"]["thread_id"]',
-            "a store-aware node or router needs the graph's thread id; "
-            'invoke the graph with config={"configurable": {"thread_id": ...}}',
-        )
-    return str(thread_id)
+    return validation.config_thread_id(
+        config,
+        "a store-aware node or router needs the graph's thread id; "
+        'invoke the graph with config={"configurable": {"thread_id": ...}}',
+    )
 
 
 def _actor(config: RunnableConfig | None) -> str | None:

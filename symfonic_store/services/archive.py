@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     )
 
 ARCHIVE_FORMAT = "symfonic-store/archive/1"
+# A constant and a frozen report, alike others in shape only.
 CHUNK = 500
 """Thread ids per statement while writing (one bound parameter each)."""
 

@@ -254,6 +254,7 @@ def sweep_native_batch(
     return SweepBatch(expired, None, last, to_wake)
 
 
+# A signature alike claimable_wakeups' (db/statements/wakeups.py) in shape only: this one claims.
 def claim_owed(
     conn: Connection,
     *,

@@ -54,7 +54,7 @@ from . import rules as rule
 from .append import Refusal, ThreadWriter, flush
 from .lifecycle import Answer
 from .rules import Rules
-from .settlement import OUTCOME_UNKNOWN, answer_data, unknown_record
+from .settlement import OUTCOME_UNKNOWN, append_taken, unknown_record
 
 
 def json_safe(value: Any) -> Any:
@@ -303,12 +303,7 @@ def confirm(
     delete_claim(conn, thread_id, interrupt_id)
     if row is None:
         return False  # ended meanwhile (expired by an operator): the ending stands
-    w.append(
-        RESUMED,
-        interrupt_id=interrupt_id,
-        actor=held["actor"],
-        data={"response": held["response"], "via": via, **answer_data(row, held, decision)},
-    )
+    append_taken(w, interrupt_id, row, held, via=via, decision=decision)
     flush(conn, [w])
     return True
 
@@ -364,16 +359,7 @@ def record_task_writes(
             if held is not None:
                 if record["error"] is None:  # the gateway's answer, consumed
                     delete_claim(conn, thread_id, interrupt_id)
-                    w.append(
-                        RESUMED,
-                        interrupt_id=interrupt_id,
-                        actor=held["actor"],
-                        data={
-                            "response": held["response"],
-                            "via": "gateway",
-                            **answer_data(target, held),
-                        },
-                    )
+                    append_taken(w, interrupt_id, target, held)
                     del opened[interrupt_id]
                 # else: the gateway releases its own claim
             else:

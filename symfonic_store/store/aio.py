@@ -160,6 +160,8 @@ class AsyncInterruptStore(Integrations):
         """Release the store's connections."""
         await self.aclose()
 
+    # Deliberately repeated: the async face mirrors store/sync.py method by method, each awaited;
+    # what they do is in the shared plans.
     async def setup(self) -> None:
         """Migrate the database to the newest schema (idempotent)."""
         with translate_errors():
@@ -173,6 +175,8 @@ class AsyncInterruptStore(Integrations):
         :class:`~symfonic_store.store.runner.StoreRunner`); not for application code."""
         return self._runner
 
+    # Deliberately the table of store/sync.py again: typed class attributes, so mypy and editors see
+    # each public method (a loop of setattr would hide them).
     # --- the operations (see store/ops.py) -----------------------------------------
 
     mint = _Operation(Operations.mint)

@@ -64,6 +64,7 @@ class ThreadWriter:
         "state",
     )
 
+    # A signature alike others in shape only (errors.py, marker_ops.record_route).
     def __init__(
         self,
         conn: Connection,

@@ -159,6 +159,8 @@ class EvidenceOps(Settings):
                 failed.problems.extend(CheckpointProblem(None, None, f"archive {str(check.path)!r}: {p}") for p in check.problems)
         if failed.problems:
             return failed
+        # A plan step, alike the other ops' in shape only (another function, its own keywords):
+        # deliberately spelled out.
         report: CheckpointReport = yield Op(
             partial(
                 evidence.verify_checkpoint,

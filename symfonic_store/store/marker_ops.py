@@ -71,6 +71,7 @@ class MarkerOps(Settings):
         )
         return minted
 
+    # A public signature, alike ThreadWriter.__init__ in shape only.
     def record_route(
         self,
         thread_id: str,
@@ -148,13 +149,13 @@ class MarkerOps(Settings):
             InvalidInputError: bad ids, a response that is not JSON, or a decisions
                 function that raised or returned no decision word (nothing recorded).
         """
-        t = validation.required_id(thread_id, "thread_id")
-        i = validation.required_id(interrupt_id, "interrupt_id")
-        a = validation.required_id(actor, "actor")
+        t, i, a = validation.answer_ids(thread_id, interrupt_id, actor)
         by = validation.authenticated_by(authenticated_by)
         r, r_json = validation.json_encoded(
             response_dict(response), "response", max_bytes=self.max_payload_bytes
         )
+        # A plan step, alike its neighbours in shape only (another rule, its own keywords):
+        # deliberately spelled out.
         admitted: Any = yield Op(
             partial(
                 lifecycle.resume,
@@ -189,6 +190,8 @@ class MarkerOps(Settings):
             "response",
             max_bytes=self.max_payload_bytes,
         )
+        # A plan step, alike the resume above in shape only (the node's keywords): deliberately
+        # spelled out.
         fn = partial(
             lifecycle.resume,
             rules=self.rules,
@@ -249,9 +252,7 @@ class MarkerOps(Settings):
                 was recorded.
             InvalidInputError: bad ids, an unknown ``why``, or a response that is not JSON.
         """
-        t = validation.required_id(thread_id, "thread_id")
-        i = validation.required_id(interrupt_id, "interrupt_id")
-        a = validation.required_id(actor, "actor")
+        t, i, a = validation.answer_ids(thread_id, interrupt_id, actor)
         if why not in REJECTION_WHYS:
             raise InvalidInputError("why", f"must be one of {', '.join(REJECTION_WHYS)}")
         r = validation.json_value(response, "response", max_bytes=self.max_payload_bytes)

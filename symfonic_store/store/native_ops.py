@@ -87,11 +87,11 @@ class NativeOps(Settings):
             InvalidInputError: the decisions function raised or returned no decision
                 word (nothing recorded).
         """
-        t = validation.required_id(thread_id, "thread_id")
-        i = validation.required_id(interrupt_id, "interrupt_id")
-        a = validation.required_id(actor, "actor")
+        t, i, a = validation.answer_ids(thread_id, interrupt_id, actor)
         by = validation.authenticated_by(authenticated_by)
         r = validation.json_value(response, "response", max_bytes=self.max_payload_bytes)
+        # A plan step, alike the marker path's in shape only (another rule, its own keywords):
+        # deliberately spelled out.
         opened: dict[str, Any] = yield Op(
             partial(
                 admission.claim,
@@ -151,9 +151,7 @@ class NativeOps(Settings):
             InvalidInputError: a bad outcome or id, or the interrupt has no answer of
                 unknown outcome (nothing written).
         """
-        t = validation.required_id(thread_id, "thread_id")
-        i = validation.required_id(interrupt_id, "interrupt_id")
-        a = validation.required_id(actor, "actor")
+        t, i, a = validation.answer_ids(thread_id, interrupt_id, actor)
         if outcome not in settlement.OUTCOMES:
             raise InvalidInputError("outcome", f"must be one of {', '.join(settlement.OUTCOMES)}")
         yield Op(

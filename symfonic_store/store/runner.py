@@ -52,6 +52,7 @@ tells a store failure apart from the graph's, SPEC §12); by default the error i
 
 def drive(plan: Generator[S, Any, T], step: Callable[[S], Any], failed: Failed | None = None) -> T:
     """Run ``plan`` to its result, each step by ``step``, a failed step thrown back into it."""
+    # Deliberately repeated in adrive() with one await (see there).
     result: Any = None
     error: BaseException | None = None
     while True:

@@ -74,6 +74,23 @@ def answer_data(
     return data
 
 
+def append_taken(
+    w: ThreadWriter,
+    interrupt_id: str,
+    row: dict[str, Any],
+    held: dict[str, Any],
+    *,
+    via: str = "gateway",
+    decision: str | None = None,
+    settled_by: str | None = None,
+) -> None:
+    """Record the claimed answer ``held`` as taken (the claim row is the caller's to delete)."""
+    data: dict[str, Any] = {"response": held["response"], "via": via, **answer_data(row, held, decision)}
+    if settled_by is not None:
+        data["settled_by"] = settled_by
+    w.append(RESUMED, interrupt_id=interrupt_id, actor=held["actor"], data=data)
+
+
 def unknown_record(
     conn: Connection, thread_id: str, interrupt_id: str, held: dict[str, Any]
 ) -> StoredEvent | None:
@@ -90,6 +107,8 @@ def unknown_record(
     return None
 
 
+# Alike mark_unknown in shape, deliberately: that one reads every claim again under the thread's
+# lock.
 def lapsed_claims(
     conn: Connection, *, claimed_before: float, thread_ids: Sequence[str] | None = None
 ) -> list[tuple[str, str]]:
@@ -104,6 +123,7 @@ def lapsed_claims(
     return lapsed
 
 
+# Alike lapsed_claims in shape, deliberately: each claim is read again under the thread's lock.
 def mark_unknown(
     conn: Connection, *, claimed_before: float, thread_ids: Sequence[str] | None = None
 ) -> list[tuple[str, str]]:
@@ -155,17 +175,7 @@ def settle(
     if outcome == "taken":
         if row is None:  # pragma: no cover - a held interrupt is neither expired nor superseded
             raise InvalidInputError("interrupt_id", f"{where} is no longer open; nothing was written")
-        w.append(
-            RESUMED,
-            interrupt_id=interrupt_id,
-            actor=held["actor"],
-            data={
-                "response": held["response"],
-                "via": "gateway",
-                **answer_data(row, held),
-                "settled_by": actor,
-            },
-        )
+        append_taken(w, interrupt_id, row, held, settled_by=actor)
     else:
         w.append(
             RESUME_REJECTED,

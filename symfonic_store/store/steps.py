@@ -30,6 +30,8 @@ Sink = Callable[[Op[Any]], None]
 _SINK: ContextVar[Sink | None] = ContextVar("symfonic_store_deferred_writes", default=None)
 
 
+# The context-variable idiom of projection_gaps.watching(), deliberately: a helper would be longer
+# than the two.
 @contextmanager
 def deferring(sink: Sink) -> Iterator[None]:
     """Hand the write steps of the store calls made inside to ``sink`` instead of running them."""

@@ -95,6 +95,7 @@ def _settle_claims(
 ) -> Plan[None]:
     """Settle the gateway answers whose process stopped before they settled (SPEC §8)
     when the checkpoint shows them taken; the others are left to :func:`_mark_unknown`."""
+    # Alike mark_lapsed's step in shape, deliberately: this one only reads the lapsed claims.
     stale: list[tuple[str, str]] = yield Op(
         partial(
             settlement.lapsed_claims,
@@ -115,6 +116,7 @@ def _settle_claims(
 
 def _mark_unknown(report: SweepReport, scope: tuple[str, ...] | None) -> Plan[None]:
     """Every claim whose lease ran out, not shown taken: ``outcome_unknown`` (SPEC §12)."""
+    # Alike the reading step above in shape, deliberately: this one writes the marks.
     marked: list[tuple[str, str]] = yield Op(
         partial(
             settlement.mark_unknown,

@@ -146,6 +146,8 @@ class InterruptStore(Integrations):
         if self._owns_engine:
             self._engine.dispose()
 
+    # Deliberately repeated: store/aio.py mirrors this face method by method, each awaited; what
+    # they do is in the shared plans.
     def setup(self) -> None:
         """Migrate the database to the newest schema (idempotent)."""
         with translate_errors(), self._engine.connect() as conn:
@@ -158,6 +160,8 @@ class InterruptStore(Integrations):
         :class:`~symfonic_store.store.runner.StoreRunner`); not for application code."""
         return self._runner
 
+    # Deliberately the table of store/aio.py again: typed class attributes, so mypy and editors see
+    # each public method (a loop of setattr would hide them).
     # --- the operations (see store/ops.py) -----------------------------------------
 
     mint = _Operation(Operations.mint)

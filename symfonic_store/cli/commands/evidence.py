@@ -51,6 +51,7 @@ def verify(
         ),
     ] = None,
     public_keys: PublicKeys = None,
+    # Options alike in shape only (see cli/app.py), deliberately declared where they are read.
     archives: Annotated[
         list[Path] | None,
         typer.Option(

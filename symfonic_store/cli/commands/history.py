@@ -96,6 +96,8 @@ def replay(
     thread: Annotated[str, typer.Argument(metavar="THREAD", show_default=False)],
     until: Annotated[
         Any,  # int | datetime: Typer takes no unions
+        # An option alike others in shape only (see cli/app.py), deliberately declared where it is
+        # read.
         typer.Option(
             "--until",
             metavar="POSITION|ISO",

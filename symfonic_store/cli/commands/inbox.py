@@ -78,6 +78,8 @@ def resume(
     actor: Annotated[str, typer.Option("--actor", metavar="NAME", help="Who answers (recorded).")],
     response: Annotated[
         Any,
+        # An option alike others in shape only (see cli/app.py), deliberately declared where it is
+        # read.
         typer.Option(
             "--response",
             metavar="JSON",
@@ -85,6 +87,7 @@ def resume(
             parser=flag(json_value),
         ),
     ] = None,
+    # Options alike others in shape only, deliberately declared where they are read.
     graph: Annotated[
         str | None,
         typer.Option(

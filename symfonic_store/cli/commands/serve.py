@@ -75,6 +75,7 @@ def serve(
     ] = None,
     jwt_issuer: Annotated[str | None, typer.Option("--jwt-issuer", metavar="ISS", help="The required iss.")] = None,
     jwt_audience: Annotated[str | None, typer.Option("--jwt-audience", metavar="AUD", help="The required aud.")] = None,
+    # Options alike in shape only (see cli/app.py), deliberately declared where they are read.
     jwt_roles_claim: Annotated[
         str, typer.Option("--jwt-roles-claim", metavar="NAME", help="The claim holding the roles (dotted for a nested one).")
     ] = "roles",
@@ -94,6 +95,7 @@ def serve(
     policy: Annotated[
         Path | None, typer.Option("--policy", metavar="FILE", help='Who may answer what: {"<interrupt name>": {"roles": [...], "four_eyes": true}, "*": {...}}.')
     ] = None,
+    # Options alike in shape only, deliberately declared where they are read.
     rate_limit: Annotated[
         str, typer.Option("--rate-limit", metavar="on|off", help="Limit failed sign-ins per address and answers per principal.")
     ] = "on",

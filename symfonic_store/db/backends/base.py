@@ -298,6 +298,8 @@ class Backend:
         """The codes of a driver exception of this backend's, else None."""
         return None
 
+    # The error-code hooks, alike in shape only: each default is what a backend without the notion
+    # answers.
     @classmethod
     def is_race(cls, code: DriverCode) -> bool:
         """A lost race (a concurrency guard's unique key, a serialization failure)."""
@@ -319,6 +321,7 @@ class Backend:
         """The database stayed locked by another writer past the busy timeout."""
         return False
 
+    # Alike the hooks above in shape only (see is_race).
     @classmethod
     def is_schema_suspect(cls, code: DriverCode) -> bool:
         """A failure an older or missing schema would explain (the runner then asks)."""

@@ -299,6 +299,7 @@ class PostgresBackend(Backend):
 
     # --- error codes --------------------------------------------------------------
 
+    # Alike sqlite.py's driver_code in shape only: each reads its own driver's error attributes.
     @classmethod
     def driver_code(cls, orig: BaseException) -> DriverCode | None:
         sqlstate = getattr(orig, "sqlstate", None)

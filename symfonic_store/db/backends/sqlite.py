@@ -174,6 +174,7 @@ class SQLiteBackend(Backend):
 
     # --- error codes --------------------------------------------------------------
 
+    # Alike postgres.py's driver_code in shape only: each reads its own driver's error attributes.
     @classmethod
     def driver_code(cls, orig: BaseException) -> DriverCode | None:
         number = getattr(orig, "sqlite_errorcode", None)

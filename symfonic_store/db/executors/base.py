@@ -98,6 +98,8 @@ class Executor:
         """Rows of a SELECT, with the column types' result processing."""
         raise NotImplementedError
 
+    # Deliberately repeated: the signature every executor's write() overrides (CoreExecutor,
+    # cursor.py).
     def write(
         self,
         conn: Connection,
@@ -155,6 +157,7 @@ class CoreExecutor(Executor):
     ) -> Sequence[Sequence[Any]]:
         return conn.execute(stmt, dict(params)).all()
 
+    # Deliberately repeated: Executor.write's signature, overridden.
     def write(
         self,
         conn: Connection,

@@ -188,6 +188,7 @@ class CursorExecutor(Executor):
             rows.append(values)
         return rows
 
+    # Deliberately repeated: Executor.write's signature, overridden.
     def write(
         self,
         conn: Connection,

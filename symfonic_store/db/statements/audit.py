@@ -47,6 +47,8 @@ def audit_columns_query(thread_id: str | None = None) -> sa.Select[Any]:
 def _audit_query(*, by_thread: bool, by_actor: bool) -> sa.Select[Any]:
     """Each mint joined to its ending (if any), in mint order: their audit columns, not
     their data (symfonic_store/audit_columns.py). Binds ``t`` / ``a`` when filtered."""
+    # Audit queries alike in shape only (aliases, joins), deliberately spelled out: each selects its
+    # own columns.
     mint = events.alias("mint")
     ending = events.alias("ending")
     query = (
@@ -67,6 +69,7 @@ def _audit_query(*, by_thread: bool, by_actor: bool) -> sa.Select[Any]:
             mint.c.actor,
             ending.c.audit_authenticated_by,
         )
+        # A join alike projection.py's in shape only (other tables and keys).
         .select_from(
             mint.outerjoin(
                 ending,
@@ -96,6 +99,7 @@ def _audit_attempts_query(*, by_thread: bool, by_actor: bool) -> sa.Select[Any]:
     ``audit_error``, ``occurred_at``.
     Refusals of an id never minted on the thread belong to no record and are left out.
     """
+    # Alike the query above in shape only, deliberately spelled out: it selects its own columns.
     rejected = events.alias("rejected")
     mint = events.alias("mint")
     query = (

@@ -102,6 +102,7 @@ def projection_rows_query() -> sa.Select[Any]:
             mint.c.data,
             mint.c.occurred_at,
         )
+        # A join alike the audit queries' in shape only (other tables and keys).
         .select_from(
             per_thread.join(
                 last,

@@ -95,6 +95,8 @@ def _thread_rows(
     return [thread_row(s, j) for s, j in zip(states, pending_json, strict=True)]
 
 
+# Signature alike update_threads' deliberately: the two write the same rows, one inserting, one
+# updating.
 def insert_threads(
     conn: Connection,
     states: Sequence[ThreadState],
@@ -105,6 +107,7 @@ def insert_threads(
     executor.write(conn, _INSERT_THREAD, _thread_rows(executor, states, pending_json), THREAD_ROW_KEYS)
 
 
+# Signature alike insert_threads' deliberately (see there).
 def update_threads(
     conn: Connection,
     states: Sequence[ThreadState],

@@ -31,6 +31,7 @@ def _in_threads(query: Any, thread_ids: Sequence[str] | None) -> Any:
     return query if thread_ids is None else query.where(wakeups.c.thread_id.in_(thread_ids))
 
 
+# A signature alike claim_owed's (services/sweep.py) in shape only: that one claims, this one reads.
 def claimable_wakeups(
     conn: Connection,
     *,

@@ -39,6 +39,7 @@ def _read(source: Any, what: str) -> bytes:
     raise InvalidInputError(what, f"must be a key, PEM bytes or a path, got {type(source).__name__}")
 
 
+# The twin of load_public_key, deliberately (see the comment there).
 def load_private_key(source: PrivateKeyLike) -> Ed25519PrivateKey:
     """The Ed25519 private key ``source`` is, holds (PEM bytes) or names (a path).
 
