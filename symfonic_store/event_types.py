@@ -11,7 +11,7 @@ instead of naming types one by one:
   interrupt's opens it (SPEC §8);
 - ``run_id``: the projected ``run_id`` is the latest non-null one of these types (I6);
 - ``fold``: any other change the type makes to a thread's state (none of the built-in
-  types has one; the SQL fold in ``db/statements.py`` knows only the three roles above);
+  types has one; the SQL fold in ``db/statements/projection.py`` knows only the three roles above);
 - ``audit``: the values of its audit columns (:mod:`symfonic_store.audit_columns`);
 - ``label``, ``summary``, ``detail``: how the inbox's timeline shows it (``describe``
   overrides the summary line); the metrics count every registered type by its name.

@@ -298,7 +298,7 @@ archived_read_keys = sa.Table(
     sa.Column("tx_id", sa.BigInteger(), nullable=False),
 )
 
-# Every signed checkpoint taken (services/evidence.py), in order: ``seq`` is the previous
+# Every signed checkpoint taken (services/evidence/taking.py), in order: ``seq`` is the previous
 # one's plus one, so two checkpoints racing from the same previous one cannot both commit.
 checkpoints = sa.Table(
     CHECKPOINTS_TABLE,

@@ -13,7 +13,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import Connection
@@ -21,9 +21,6 @@ from sqlalchemy.engine import Connection
 from ..db.translate import translate_errors
 from ..store import execute
 from ..store.plan import Op
-
-if TYPE_CHECKING:
-    pass
 
 
 def _read(conn: Connection, op: Op[Any]) -> Any:

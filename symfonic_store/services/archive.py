@@ -32,7 +32,8 @@ from typing import IO, TYPE_CHECKING, Any
 from sqlalchemy.engine import Connection
 
 from ..db import guards
-from ..db import statements as sql
+from ..db.statements import evidence as sql
+from ..db.statements import log
 from ..errors import ConcurrencyConflictError, EvidenceError, InvalidInputError
 from ..events import GENESIS_HASH, StoredEvent, canonical_json
 from .evidence.commitment import Tip
@@ -424,7 +425,7 @@ def write(
                     )
                 heads.append(ArchivedHead(thread_id, *first, tip.version, tip.position, tip.last_hash, run_ids.get(thread_id)))
 
-            for event in sql.stream_events(conn, sql.events_of_threads_query(chunk)):
+            for event in log.stream_events(conn, sql.events_of_threads_query(chunk)):
                 if event.thread_id != current:
                     if current is not None:
                         close(current, tip, first)

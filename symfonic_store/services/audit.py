@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from .. import native
-from ..db.statements import audit_rows
+from ..db.statements.audit import audit_rows
 from ..decisions import builtin, reported
 from ..events import RESUMED
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Connection
 
-from ..db import statements as sql
+from ..db.statements import evidence as sql
 from ..errors import EvidenceError, InvalidInputError
 from .evidence.commitment import root_of
 from .evidence.document import Checkpoint, parse_checkpoint, signature_problem

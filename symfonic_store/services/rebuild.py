@@ -6,17 +6,15 @@ from collections.abc import Callable
 
 from sqlalchemy.engine import Connection
 
-from ..db.statements import (
-    delete_all_open_interrupts,
-    delete_all_threads,
-    insert_open_interrupts,
-    insert_threads,
+from ..db.statements.evidence import restore_archived_rows
+from ..db.statements.log import stream_events
+from ..db.statements.native import delete_all_open_interrupts, insert_open_interrupts
+from ..db.statements.projection import (
     open_native_mints_query,
     projection_rows_query,
-    restore_archived_rows,
-    stream_events,
     unreachable_heads,
 )
+from ..db.statements.threads import delete_all_threads, insert_threads
 from ..errors import ProjectionMismatchError
 from ..projection import ThreadState, marker_from_data, open_from_event
 

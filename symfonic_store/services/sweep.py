@@ -39,18 +39,16 @@ from typing import Any, Final
 
 from sqlalchemy.engine import Connection
 
-from ..db.statements import (
-    claim_rows,
+from ..db.statements.native import claim_rows, open_rows, stale_open_interrupts
+from ..db.statements.threads import stale_candidates
+from ..db.statements.wakeups import (
     claim_wakeups,
     claimable_wakeups,
     delete_wakeup,
     insert_wakeups,
-    open_rows,
     record_failed_wakeup,
     release_claims,
     renew_claims,
-    stale_candidates,
-    stale_open_interrupts,
 )
 from ..db.wakeups import owed_by_graph
 from ..events import EXPIRED

@@ -32,15 +32,10 @@ from sqlalchemy.engine import Connection
 from ..audit_columns import AUDIT_COLUMNS
 from ..audit_columns import derive as derive_audit_columns
 from ..db.guards import guard_problems
-from ..db.statements import (
-    all_events_by_thread_query,
-    archived_bases_for_live_events,
-    audit_columns_query,
-    projection_heads_query,
-    stream_events,
-    stream_rows,
-    unmarked_archive_records,
-)
+from ..db.statements.audit import audit_columns_query
+from ..db.statements.evidence import archived_bases_for_live_events, unmarked_archive_records
+from ..db.statements.log import all_events_by_thread_query, stream_events, stream_rows
+from ..db.statements.projection import projection_heads_query
 from ..events import GENESIS_HASH, StoredEvent, canonical_json, stored_hash_is_valid
 
 CHAIN = "chain"

@@ -30,16 +30,9 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from .. import native
-from ..db.statements import (
-    claim_rows,
-    delete_claim,
-    insert_claim,
-    interrupt_events,
-    load_thread,
-    open_rows,
-    waits_at,
-    was_minted,
-)
+from ..db.statements.log import interrupt_events, was_minted
+from ..db.statements.native import claim_rows, delete_claim, insert_claim, open_rows, waits_at
+from ..db.statements.threads import load_thread
 from ..decisions import decide, decide_unrefusable, is_reject
 from ..errors import (
     InterruptInProgressError,
@@ -459,7 +452,7 @@ def record_checkpoint_moved(
                 actor=actor,
                 data={
                     "response": None,
-                    "why": "already_resolved",
+                    "why": rule.ALREADY_RESOLVED,
                     "via": "direct",
                     "error": "the graph ran past a breakpoint that was refused",
                 },
@@ -476,7 +469,7 @@ def moved_settled(conn: Connection, thread_id: str, checkpoint_id: str) -> tuple
 def interrupt_record(conn: Connection, thread_id: str, interrupt_id: str) -> dict[str, Any] | None:
     """The mint of an interrupt (its data, the requester, when), or None."""
     history = interrupt_events(conn, thread_id, interrupt_id)
-    minted = next((e for e in history if e.type == MINTED), None)
+    minted, _ = rule.mint_and_ending(history)
     if minted is None:
         return None
     return {**minted.data, "actor": minted.actor, "interrupt_id": interrupt_id, "thread_id": thread_id}

@@ -23,15 +23,13 @@ from sqlalchemy.engine import Connection
 
 from ..audit_columns import copied_key
 from ..db.executor import executor_for
-from ..db.statements import (
-    delete_open_interrupts,
-    insert_events,
-    insert_open_interrupts,
+from ..db.statements.log import insert_events, was_minted
+from ..db.statements.native import delete_open_interrupts, insert_open_interrupts
+from ..db.statements.threads import (
     insert_threads,
     load_thread,
     load_thread_probing_mint,
     update_threads,
-    was_minted,
 )
 from ..db.translate import translate_errors
 from ..errors import ConcurrencyConflictError, SymfonicStoreError

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy.engine import Connection
 
-from ..db.statements import interrupt_events, was_minted
+from ..db.statements.log import interrupt_events, was_minted
 from ..decisions import decide
 from ..errors import (
     InterruptAlreadyResolvedError,

@@ -12,18 +12,15 @@ from sqlalchemy.engine import Connection
 
 from .. import validation
 from ..db.executor import executor_for
-from ..db.statements import (
-    claim_rows,
+from ..db.statements.log import (
     events_after,
     events_behind_horizon,
-    load_thread,
-    open_rows,
-    pending_threads,
     read_horizon,
-    read_open_interrupts,
     read_page,
     thread_events_query,
 )
+from ..db.statements.native import claim_rows, open_rows, read_open_interrupts
+from ..db.statements.threads import load_thread, pending_threads
 from ..events import StoredEvent
 from ..native import MARKER_SOURCE, NATIVE_SOURCE
 from ..projection import ThreadState

@@ -30,15 +30,9 @@ from typing import Any, Final, Literal
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from ..db.rows import EVENT_COLUMNS, to_event
 from ..db.schema import events as events_table
-from ..db.statements import (
-    EVENT_COLUMNS,
-    claim_rows,
-    delete_claim,
-    open_rows,
-    stale_claims,
-    to_event,
-)
+from ..db.statements.native import claim_rows, delete_claim, open_rows, stale_claims
 from ..decisions import decide_unrefusable
 from ..errors import InvalidInputError
 from ..events import RESUME_REJECTED, RESUMED, StoredEvent

@@ -867,7 +867,7 @@ def test_without_the_wait_a_late_commit_below_the_checkpoint_reads_as_an_inserti
     postgres_schema_url: str, key: Path, pub: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The same scenario with the wait for writers removed: the checkpoint signs a position whose gap is filled later, and verify reports the held thread."""
-    from symfonic_store.db import statements
+    from symfonic_store.db.statements import evidence as statements
 
     monkeypatch.setattr(statements, "final_max_position", statements.max_position)
     with InterruptStore(postgres_schema_url) as owner:

@@ -22,7 +22,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
 from symfonic_store import InterruptStore
-from symfonic_store.db.statements import STEPS_LOCK_KEY
+from symfonic_store.db.backends.postgres import STEPS_LOCK_KEY
 from symfonic_store.langgraph import saver_sql
 
 WAIT = 30.0

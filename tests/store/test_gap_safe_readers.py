@@ -32,10 +32,11 @@ from conftest import postgres_base_url, with_search_path
 from log_writers import append_round, append_rounds, marker, write_in_process
 
 from symfonic_store import InterruptStore, StoredEvent
-from symfonic_store.db import statements
+from symfonic_store.db.backends.base import Horizon
 from symfonic_store.db.backends.postgres import PostgresBackend
 from symfonic_store.db.engines import create_sync_engine
 from symfonic_store.db.schema import events as events_table
+from symfonic_store.db.statements import log as statements
 from symfonic_store.store import lifecycle
 from symfonic_store.store.append import ThreadWriter, flush
 
@@ -214,7 +215,7 @@ def without_the_read_guard(monkeypatch: pytest.MonkeyPatch) -> None:
     """Readers keep the (tx_id, position) order and cursor, but read past the horizon."""
     original = PostgresBackend.read_horizon
 
-    def unguarded(self: PostgresBackend, conn: sa.Connection, *, after: int = 0) -> statements.Horizon:
+    def unguarded(self: PostgresBackend, conn: sa.Connection, *, after: int = 0) -> Horizon:
         return dataclasses.replace(original(self, conn, after=after), below=2**62)
 
     monkeypatch.setattr(PostgresBackend, "read_horizon", unguarded)

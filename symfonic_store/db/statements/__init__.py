@@ -15,14 +15,13 @@ connection's backend (:mod:`symfonic_store.db.backends`).
 - :mod:`.evidence`: checkpoints and archives;
 - the rows they select and bind: :mod:`symfonic_store.db.rows`.
 
-This package re-exports every name for the modules that import ``db.statements``; new
-code imports from the module of the concept.
+The package's face re-exports the statements' names (a caller outside the package
+may take them from here); the store's own modules import from the module of the concept,
+and a test that patches a statement patches it there.
 """
 
 from __future__ import annotations
 
-from ..backends.base import Horizon
-from ..backends.postgres import STEPS_LOCK_KEY
 from ..rows import (
     EVENT_COLUMNS,
     EVENT_ROW_KEYS,
@@ -136,11 +135,9 @@ __all__ = [
     "EVENT_COLUMNS",
     "EVENT_ROW_KEYS",
     "HeadRow",
-    "Horizon",
     "ID_CHUNK",
     "OPEN_COLUMNS",
     "ROW_CHUNK",
-    "STEPS_LOCK_KEY",
     "THREAD_COLUMNS",
     "THREAD_ROW_KEYS",
     "WAKEUP_ROW_KEYS",

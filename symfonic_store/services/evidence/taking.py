@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
 
-from ...db import statements as sql
 from ...db.executor import WritersBusyError
+from ...db.statements import evidence as sql
+from ...db.statements import log
 from ...errors import EvidenceError
 from ...events import StoredEvent
 from .commitment import FORMAT, Leaf, Tip, bucket_digest_of, bucket_of, root_of
@@ -75,7 +76,7 @@ def _all_leaves(conn: Connection, position: int) -> dict[str, Leaf]:
         base = bases.get(thread_id)
         return Tip() if base is None else Tip.archived(base.version, base.position, base.last_hash)
 
-    _follow_all(sql.stream_events(conn, sql.events_upto_query(position)), start, leaves)
+    _follow_all(log.stream_events(conn, sql.events_upto_query(position)), start, leaves)
     for thread_id, base in bases.items():
         if thread_id not in leaves:
             leaves[thread_id] = Tip.archived(base.version, base.position, base.last_hash).leaf(thread_id)
@@ -119,7 +120,7 @@ def _changed_leaves(
             tips[thread_id] = Tip() if prior is None else Tip.of(prior)
     leaves = {t: tip.leaf(t) for t, tip in tips.items()}
     query = sql.events_between_query(last.position, position)
-    _follow_all(sql.stream_events(conn, query), tips.__getitem__, leaves)
+    _follow_all(log.stream_events(conn, query), tips.__getitem__, leaves)
     return leaves
 
 

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
 
-from ...db import statements as sql
+from ...db.statements import evidence as sql
+from ...db.statements import log
 from ...errors import EvidenceError
 from ...events import StoredEvent
 from .commitment import Leaf, Tip, bucket_digest_of, bucket_of, buckets_of, root_of
@@ -283,7 +284,7 @@ def verify_checkpoint(
         for event in archive.events():
             feed(event, live=False)
     query = sql.events_upto_query(position, thread_id=thread_id)
-    for event in sql.stream_events(conn, query):
+    for event in log.stream_events(conn, query):
         feed(event, live=True)
 
     threads = set(follows) | set(committed.leaves) | {t for t, k in bases.items() if k}
