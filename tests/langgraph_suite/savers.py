@@ -191,7 +191,10 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
 
 
 def pytest_runtest_logreport(report: Any) -> None:
-    """One JSON line per test phase to ``SYMFONIC_SUITE_REPORT``: the run's comparison input."""
+    """One JSON line per test phase to ``SYMFONIC_SUITE_REPORT``: the run's comparison input.
+
+    Under pytest-xdist the controller writes again what each worker wrote; ``compare``
+    in run.py counts a test once, a failure winning."""
     import json
 
     path = os.environ.get("SYMFONIC_SUITE_REPORT")
