@@ -191,11 +191,14 @@ def test_sqlalchemy_still_awaits_from_run_sync() -> None:
 
     assert callable(getattr(concurrency, "await_", None) or getattr(concurrency, "await_only", None))
 
+    async def answer() -> str:
+        return "awaited"
+
     async def main() -> Any:
         engine = create_async_engine("sqlite+aiosqlite://")
         try:
             async with engine.connect() as conn:
-                return await conn.run_sync(lambda c: compat.await_in_greenlet(asyncio.sleep(0, "awaited")))
+                return await conn.run_sync(lambda c: compat.await_in_greenlet(answer()))
         finally:
             await engine.dispose()
 
