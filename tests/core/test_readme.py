@@ -8,7 +8,9 @@ that one continues) in the same namespace. Each ``print(...)  # shown`` line pri
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -177,3 +179,32 @@ def test_the_graph_module_only_builds_the_graph(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["expired"] == [] and report["woken"] == 0
+
+
+def test_the_command_line_block_runs_on_the_snippets_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's commands "on the same database" run on what payments.py and the every-path snippet left there."""
+    text = README.read_text(encoding="utf-8")
+    after = text.split("From the command line, on the same database:", 1)[1]
+    (block,) = [code for lang, _, code in fenced("README.md") if lang == "bash" and after.lstrip().startswith(f"```bash\n{code}")]
+    commands = [shlex.split(line, comments=True) for line in block.splitlines() if line.strip()]
+    assert commands and all(c[0] == "symfonic-store" for c in commands)
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {"__name__": "readme_example"}
+    every_path = next(s for s in ALL if s.page == "README.md" and "store.list_pending()" in s.code)
+    for step in chain(every_path):
+        exec(compile(step.code, str(ROOT / step.page), "exec"), namespace)
+    capsys.readouterr()
+    env = {k: v for k, v in os.environ.items() if k != "SYMFONIC_STORE_URL"}
+    outputs = []
+    for command in commands:
+        done = subprocess.run(
+            [sys.executable, "-m", "symfonic_store.cli", *command[1:]],
+            cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
+        )
+        assert done.returncode == 0, (command, done.stderr)
+        outputs.append(done.stdout)
+    pending, sweep, audit, replay, verify = outputs
+    assert "pay-5" in pending and "sweep expired 0" in sweep and "alice" in audit
+    assert "interrupt.resumed" in replay and "all hash chains hold" in verify
