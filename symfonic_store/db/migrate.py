@@ -61,6 +61,13 @@ def known_revisions() -> frozenset[str]:
     return frozenset(rev.revision for rev in script.walk_revisions())
 
 
+def read_scripts() -> None:
+    """Read the shipped revisions now (both are cached): the asyncio store calls this in a
+    thread before its first schema check, so that its event loop reads no file."""
+    head_revision()
+    known_revisions()
+
+
 def require_known_revision(current: str | None) -> None:
     """Raise :class:`SchemaTooNewError` if ``current`` is a revision this release lacks.
 

@@ -31,6 +31,7 @@ from ..errors import AnswerNotTakenError, DatabaseError, InvalidInputError
 from ..services.sweep import NOT_HELD
 from ..store.runner import adrive, drive, is_async_store
 from ..validation import answer_ids, config_thread_id
+from .actor import actor_of
 from .answer_id import ANSWER_ID_KEY, answer_id
 from .failures import failed_while_running, store_error, store_errors
 from .recording import saved_answers
@@ -93,8 +94,7 @@ def _thread_of(config: Mapping[str, Any] | None) -> str:
 
 
 def _actor_of(config: Mapping[str, Any] | None) -> str | None:
-    actor = ((config or {}).get("configurable") or {}).get("actor")
-    return None if actor is None else str(actor)
+    return actor_of(config).name
 
 
 class InterruptGateway:

@@ -39,6 +39,7 @@ from ..protocol import (
     response_updates,
 )
 from ..store.runner import is_async_store
+from .actor import actor_of
 from .checkpointer import own_checkpointer
 
 if TYPE_CHECKING:
@@ -101,9 +102,7 @@ def _thread_id(config: RunnableConfig | None) -> str:
 
 
 def _actor(config: RunnableConfig | None) -> str | None:
-    configurable = (config or {}).get("configurable") or {}
-    actor = configurable.get("actor")
-    return None if actor is None else str(actor)
+    return actor_of(config).name
 
 
 def _is_async_store(store: Any) -> bool:

@@ -13,8 +13,9 @@ A checkpointer that delegates every call to ``saver`` and watches two of them:
 - ``put``: a new checkpoint after checkpoint C means LangGraph no longer waits on what
   it waited on at C: those interrupts are closed as superseded.
 
-Whoever invoked the graph, the store records it: the actor is
-``config["configurable"]["actor"]`` when given, and such answers carry
+Whoever invoked the graph, the store records it: the actor is the one
+:func:`~.actor.actor_of` names (the Agent Server's authenticated user, else
+``config["configurable"]["actor"]`` when given), and such answers carry
 ``via: "direct"``. An answer the gateway claimed is confirmed as the gateway's.
 """
 
@@ -29,6 +30,7 @@ from ..compat import ERROR as _ERROR
 from ..compat import INTERRUPT as _INTERRUPT
 from ..compat import RESUME as _RESUME
 from ..store.runner import is_async_store
+from .actor import actor_of
 from .loopcall import LoopCall
 
 if TYPE_CHECKING:
@@ -68,6 +70,7 @@ def observed(
     answer: Any = None
     answered = False
     forwarded: list[tuple[str, Any]] = []
+    who = actor_of(config)
     failed = _ERROR in channels
     error = next((w[1] for w in writes if w[0] == _ERROR), None)
     for channel, value in writes:
@@ -94,7 +97,8 @@ def observed(
         "task_id": task_id,
         "checkpoint_id": configurable.get("checkpoint_id"),
         "checkpoint_ns": configurable.get("checkpoint_ns", ""),
-        "actor": None if configurable.get("actor") is None else str(configurable["actor"]),
+        "actor": who.name,
+        "identity": who.data(),  # authenticated_by, claimed_actor: into the events' data
         "interrupts": interrupts,
         "answered": answered,
         "answer": answer,
@@ -113,14 +117,14 @@ def moved(config: Any, metadata: Any) -> tuple[str, str, str, str | None, str | 
     thread_id, checkpoint_id = configurable.get("thread_id"), configurable.get("checkpoint_id")
     if thread_id is None or checkpoint_id is None:
         return None
-    actor = configurable.get("actor")
+    actor = actor_of(config).name
     source = (metadata or {}).get("source")
     return (
         str(thread_id),
         str(checkpoint_id),
         str(configurable.get("checkpoint_ns") or ""),
         None if source is None else str(source),
-        None if actor is None else str(actor),
+        actor,
     )
 
 

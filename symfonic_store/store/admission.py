@@ -67,10 +67,13 @@ def _when(moment: float) -> str:
 # --- what a thread waits on ----------------------------------------------------------
 
 
-def _mint_data(item: dict[str, Any], graph: str | None) -> dict[str, Any]:
+def _mint_data(
+    item: dict[str, Any], graph: str | None, identity: dict[str, Any] | None = None
+) -> dict[str, Any]:
     value = item["value"]
     breakpoint = bool(item.get("breakpoint"))
     return {
+        **(identity or {}),
         "name": None if breakpoint else native.interrupt_name(value),
         "payload": json_safe(value),
         "source": native.NATIVE_SOURCE,
@@ -102,8 +105,12 @@ def mint_waiting(
     *,
     actor: str | None,
     graph: str | None,
+    identity: dict[str, Any] | None = None,
 ) -> list[str]:
-    """Mint each of ``items`` the store has not seen (I4); returns the ids minted."""
+    """Mint each of ``items`` the store has not seen (I4); returns the ids minted.
+
+    ``identity``: how the actor was established (``authenticated_by``, ``claimed_actor``;
+    :func:`symfonic_store.langgraph.actor.actor_of`), recorded in each mint's data."""
     minted = []
     for item in items:
         interrupt_id = item["interrupt_id"]
@@ -113,7 +120,9 @@ def mint_waiting(
             continue  # the marker's own interrupt: the node and the router record it
         if w.existed and was_minted(w.conn, w.thread_id, interrupt_id):
             continue
-        w.append(MINTED, interrupt_id=interrupt_id, actor=actor, data=_mint_data(item, graph))
+        w.append(
+            MINTED, interrupt_id=interrupt_id, actor=actor, data=_mint_data(item, graph, identity)
+        )
         minted.append(interrupt_id)
     return minted
 
@@ -339,6 +348,7 @@ def record_task_writes(
     An answer given straight to the graph (``via: direct``) was taken already: a decisions
     function that fails on it is recorded (``decision_error``), not obeyed."""
     thread_id = record["thread_id"]
+    identity = record.get("identity") or {}
     w = ThreadWriter(conn, thread_id)
     opened = {r["interrupt_id"]: r for r in open_rows(conn, thread_id)} if w.existed else {}
     if record["answered"]:
@@ -365,6 +375,7 @@ def record_task_writes(
                         data={
                             "response": answer,
                             "via": "direct",
+                            **identity,
                             **decide_unrefusable(
                                 None if rules is None else rules.decisions,
                                 target["name"],
@@ -379,7 +390,13 @@ def record_task_writes(
                         RESUME_REJECTED,
                         interrupt_id=interrupt_id,
                         actor=record["actor"],
-                        data={"response": answer, "why": "not_taken", "error": record["error"], "via": "direct"},
+                        data={
+                            "response": answer,
+                            "why": "not_taken",
+                            "error": record["error"],
+                            "via": "direct",
+                            **identity,
+                        },
                     )
     items = [
         {
@@ -392,7 +409,9 @@ def record_task_writes(
         }
         for iv in record["interrupts"]
     ]
-    mint_waiting(w, items, opened, actor=record["actor"], graph=record.get("graph"))
+    mint_waiting(
+        w, items, opened, actor=record["actor"], graph=record.get("graph"), identity=identity
+    )
     flush(conn, [w])
 
 

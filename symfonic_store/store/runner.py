@@ -22,6 +22,7 @@ without running them (``writes``), and the once-per-store schema check
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy.engine import Connection, Engine
 
+from ..db.migrate import read_scripts
 from ..db.translate import translate_errors
 from ..errors import DatabaseError, SymfonicStoreError
 from . import execute
@@ -309,6 +311,9 @@ class AsyncStoreRunner(_Port):
 
     async def run(self, op: Op[T]) -> T:
         """Run ``op`` in a transaction of its own (a write in a retried write transaction)."""
+        if not self._schema_ok:
+            # Alembic reads its scripts from files: in a thread, never on the event loop.
+            await asyncio.to_thread(read_scripts)
         with translate_errors():
             async with self.engine.connect() as aconn:
                 if not self._schema_ok:

@@ -1,0 +1,112 @@
+"""Who the actor of a call is (SPEC §13), decided in one place, and what the records carry.
+
+No server here: configs shaped as the Agent Server shapes them (its user in
+``configurable["langgraph_auth_user_id"]``), through the recording checkpointer and the
+store's own checkpointer on each backend. The real server: test_agent_server.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from symfonic_store import InterruptStore
+from symfonic_store.events import MINTED, RESUMED
+from symfonic_store.langgraph.actor import Actor, actor_of
+
+
+@pytest.mark.parametrize("configurable, expected", [
+    ({}, Actor(None)),
+    ({"actor": "ann"}, Actor("ann")),
+    ({"actor": 7}, Actor("7")),
+    ({"langgraph_auth_user_id": "alice"}, Actor("alice", "agent-server")),
+    ({"langgraph_auth_user_id": "alice", "actor": "alice"}, Actor("alice", "agent-server")),
+    ({"langgraph_auth_user_id": "alice", "actor": "mallory"}, Actor("alice", "agent-server", "mallory")),
+    # Never authenticated: the empty identity (no auth) and Studio's built-in user.
+    ({"langgraph_auth_user_id": "", "actor": "ann"}, Actor("ann")),
+    ({"langgraph_auth_user_id": "  ", "actor": "ann"}, Actor("ann")),
+    ({"langgraph_auth_user_id": None, "actor": "ann"}, Actor("ann")),
+    ({"langgraph_auth_user_id": "langgraph-studio-user", "actor": "ann"}, Actor("ann")),
+    ({"langgraph_auth_user_id": "langgraph-studio-user"}, Actor(None)),
+])
+def test_actor_of(configurable: dict[str, Any], expected: Actor) -> None:
+    assert actor_of({"configurable": configurable}) == expected
+
+
+def test_actor_of_no_config() -> None:
+    assert actor_of(None) == Actor(None)
+    assert actor_of({}) == Actor(None)
+
+
+def test_what_the_data_carries() -> None:
+    assert Actor("ann").data() == {}
+    assert Actor("alice", "agent-server").data() == {"authenticated_by": "agent-server"}
+    assert Actor("alice", "agent-server", "mallory").data() == {
+        "authenticated_by": "agent-server", "claimed_actor": "mallory"}
+
+
+def interrupt_graph(checkpointer: Any) -> Any:
+    """One node that pauses with ``interrupt()`` and returns the answer."""
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import interrupt
+
+    class State(TypedDict, total=False):
+        amount: int
+        answer: Any
+
+    def ask(state: State) -> State:
+        return {"answer": interrupt({"name": "refund", "amount": state.get("amount")})}
+
+    builder = StateGraph(State)
+    builder.add_node("ask", ask)
+    builder.add_edge(START, "ask")
+    builder.add_edge("ask", END)
+    return builder.compile(checkpointer=checkpointer)
+
+
+def _served_config(thread_id: str, user: str | None, claim: str | None) -> dict[str, Any]:
+    configurable: dict[str, Any] = {"thread_id": thread_id}
+    if user is not None:
+        configurable["langgraph_auth_user_id"] = user
+    if claim is not None:
+        configurable["actor"] = claim
+    return {"configurable": configurable}
+
+
+@pytest.mark.parametrize("saver", ["recording", "store"])
+def test_the_checkpointers_record_the_servers_user(store: InterruptStore, saver: str) -> None:
+    from langgraph.types import Command
+
+    checkpointer = (store.recording_checkpointer(InMemorySaver()) if saver == "recording"
+                    else store.checkpointer())
+    graph = interrupt_graph(checkpointer)
+    graph.invoke({"amount": 3}, _served_config("t-served", "alice", "mallory"))
+    (pending,) = store.open_interrupts("t-served")
+    graph.invoke(Command(resume={pending["interrupt_id"]: "yes"}), _served_config("t-served", "bob", None))
+    events = store.history("t-served")
+    (mint,) = [e for e in events if e.type == MINTED]
+    (answer,) = [e for e in events if e.type == RESUMED]
+    assert (mint.actor, mint.data["authenticated_by"], mint.data["claimed_actor"]) == (
+        "alice", "agent-server", "mallory")
+    assert (answer.actor, answer.data["authenticated_by"]) == ("bob", "agent-server")
+    assert "claimed_actor" not in answer.data
+    (record,) = store.audit(thread_id="t-served")
+    assert (record.requested_by, record.actor, record.authenticated_by) == ("alice", "bob", "agent-server")
+
+
+def test_without_a_server_user_the_claim_is_recorded_as_before(store: InterruptStore) -> None:
+    from langgraph.types import Command
+
+    graph = interrupt_graph(store.recording_checkpointer(InMemorySaver()))
+    graph.invoke({"amount": 3}, _served_config("t-plain", "langgraph-studio-user", "ann"))
+    (pending,) = store.open_interrupts("t-plain")
+    graph.invoke(Command(resume={pending["interrupt_id"]: "yes"}), _served_config("t-plain", "", "ben"))
+    events = store.history("t-plain")
+    assert [(e.type, e.actor) for e in events if e.type in (MINTED, RESUMED)] == [
+        (MINTED, "ann"), (RESUMED, "ben")]
+    for event in events:
+        assert "authenticated_by" not in event.data and "claimed_actor" not in event.data
