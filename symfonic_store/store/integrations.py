@@ -17,8 +17,9 @@ class Integrations:
         """A checkpointer that delegates to ``saver`` and records what bypasses the gateway.
 
         Every interrupt a graph compiled with it raises, and every answer LangGraph
-        consumes, is recorded whoever invoked the graph: the actor is
-        ``config["configurable"]["actor"]`` when given, and such answers carry
+        consumes, is recorded whoever invoked the graph: the actor is the Agent Server's
+        authenticated user when the graph is served (:mod:`symfonic_store.langgraph.actor`),
+        else ``config["configurable"]["actor"]`` when given, and such answers carry
         ``via: "direct"`` (see :mod:`symfonic_store.langgraph.recording`). With an
         asyncio store, run the graph with ``ainvoke``/``astream``.
         """

@@ -7,6 +7,7 @@ that one continues) in the same namespace. Each ``print(...)  # shown`` line pri
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -159,7 +160,10 @@ def test_readme_has_the_wiring_example() -> None:
 def test_the_agent_server_config_is_json_not_a_python_snippet() -> None:
     """The `langgraph.json` of the Agent Server path is shown as JSON (it is not run) and parses."""
     (config,) = [code for lang, _, code in fenced("README.md") if lang == "json"]
-    assert "checkpointer" in json.loads(config)
+    path = json.loads(config)["checkpointer"]["path"]
+    # The dotted form the server loads names the factory the package ships.
+    module, _, attr = path.rpartition(".")
+    assert callable(getattr(importlib.import_module(module), attr))
     assert not any("langgraph.json" in s.code or '"checkpointer"' in s.code for s in ALL)
 
 
