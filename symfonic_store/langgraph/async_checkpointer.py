@@ -26,7 +26,7 @@ from .saver_steps import (
     _thread_ids,
 )
 from .saver_writer import _async_writer_queue, _read
-from .served_records import update_decision
+from .served_records import update_closing
 
 if TYPE_CHECKING:
     from ..store import AsyncInterruptStore
@@ -111,7 +111,7 @@ class AsyncStoreCheckpointer(_Checkpointer):
             t, c, ns, source, actor = args
             recorded = self._collect(
                 "record_checkpoint_moved", t, c, ns, source=source, actor=actor,
-                decision=update_decision(metadata, checkpoint, new_versions),
+                **update_closing(metadata, checkpoint, new_versions),
             )
         flight: list[str] = []
         try:

@@ -32,7 +32,7 @@ from ..compat import RESUME as _RESUME
 from ..store.runner import is_async_store
 from .actor import actor_of
 from .loopcall import LoopCall
-from .served_records import update_decision
+from .served_records import update_closing
 
 if TYPE_CHECKING:
     from ..store import AsyncInterruptStore, InterruptStore
@@ -172,8 +172,8 @@ class RecordingCheckpointer(BaseCheckpointSaver[Any]):
         moved_from = moved(config, metadata)
         if moved_from is not None:
             t, c, ns, source, actor = moved_from
-            decision = update_decision(metadata, checkpoint, new_versions)
-            self._call("record_checkpoint_moved", t, c, ns, source=source, actor=actor, decision=decision)
+            closing = update_closing(metadata, checkpoint, new_versions)
+            self._call("record_checkpoint_moved", t, c, ns, source=source, actor=actor, **closing)
         return saved
 
     async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
@@ -181,9 +181,9 @@ class RecordingCheckpointer(BaseCheckpointSaver[Any]):
         moved_from = moved(config, metadata)
         if moved_from is not None:
             t, c, ns, source, actor = moved_from
-            decision = update_decision(metadata, checkpoint, new_versions)
+            closing = update_closing(metadata, checkpoint, new_versions)
             await self._acall(
-                "record_checkpoint_moved", t, c, ns, source=source, actor=actor, decision=decision
+                "record_checkpoint_moved", t, c, ns, source=source, actor=actor, **closing
             )
         return saved
 

@@ -8,13 +8,18 @@ Pure functions over what a checkpointer call is handed, with no import of the se
 - :func:`update_decision`: Agent Inbox's thread-level ignore. Its "Mark as resolved"
   sends ``threads.update_state(thread_id, values=None, as_node=END)``; LangGraph then
   writes a checkpoint (``source: "update"``) that clears the thread's tasks and writes no
-  value of its own. The interrupts it closes are superseded with ``decision: "ignore"``.
+  value of its own. The interrupts it closes are superseded with ``decision: "ignore"``,
+  and the server's user of that request (:func:`request_user`) as the actor: the update's
+  config names no user, but the server's per-request auth context does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from .. import compat
+from .actor import AGENT_SERVER, STUDIO_USER
 
 GRAPH_ID_KEY = "graph_id"
 """Where the Agent Server names the run's graph in its configurable."""
@@ -55,4 +60,41 @@ def update_decision(metadata: Any, checkpoint: Any, new_versions: Any) -> str | 
     return IGNORE
 
 
-__all__ = ["ASSISTANT_ID_KEY", "GRAPH_ID_KEY", "IGNORE", "served_ids", "update_decision"]
+def request_user() -> str | None:
+    """The user the Agent Server authenticated for the request being served (a state
+    update's too, whose config names none), or None: no server, no auth configured (an
+    empty identity), or LangGraph Studio's built-in user -- never authenticated (SPEC §13)."""
+    user = compat.agent_server_request_user()
+    if user is None or getattr(user, "is_authenticated", False) is not True:
+        return None
+    identity = getattr(user, "identity", None)
+    if not isinstance(identity, str) or not identity.strip() or identity == STUDIO_USER:
+        return None
+    return identity
+
+
+def update_closing(metadata: Any, checkpoint: Any, new_versions: Any) -> dict[str, Any]:
+    """What a new checkpoint records on the interrupts it closes, as keywords of
+    ``record_checkpoint_moved``: for the thread-level ignore, ``decision`` and who decided
+    (``decided_by``, ``authenticated_by``: the server's user of the request, when there is
+    one); else nothing."""
+    decision = update_decision(metadata, checkpoint, new_versions)
+    if decision is None:
+        return {}
+    user = request_user()
+    return {
+        "decision": decision,
+        "decided_by": user,
+        "authenticated_by": None if user is None else AGENT_SERVER,
+    }
+
+
+__all__ = [
+    "ASSISTANT_ID_KEY",
+    "GRAPH_ID_KEY",
+    "IGNORE",
+    "request_user",
+    "served_ids",
+    "update_closing",
+    "update_decision",
+]

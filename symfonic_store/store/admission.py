@@ -429,11 +429,14 @@ def record_checkpoint_moved(
     source: str | None,
     actor: str | None,
     decision: str | None = None,
+    decided_by: str | None = None,
+    authenticated_by: str | None = None,
 ) -> None:
     """A new checkpoint after ``checkpoint_id``: what LangGraph waited on there is over.
 
     ``decision``: what the update that wrote it decided of the interrupts it closes
-    (``ignore`` for Agent Inbox's thread-level ignore, SPEC §13), recorded on each.
+    (``ignore`` for Agent Inbox's thread-level ignore, SPEC §13), recorded on each with
+    ``decided_by`` as its actor (and ``authenticated_by``).
 
     After new input or ``update_state`` an open interrupt raised at that checkpoint is
     superseded (after a completed step it was answered: the task's writes say how); an
@@ -467,7 +470,10 @@ def record_checkpoint_moved(
             closed: dict[str, Any] = {"reason": "superseded", "detected_by": "gateway"}
             if decision is not None:
                 closed["decision"] = decision
-            w.append(EXPIRED, interrupt_id=row["interrupt_id"], data=closed)
+                if authenticated_by is not None:
+                    closed["authenticated_by"] = authenticated_by
+            by = decided_by if decision is not None else None
+            w.append(EXPIRED, interrupt_id=row["interrupt_id"], actor=by, data=closed)
     breakpoint_id = native.BREAKPOINT_PREFIX + checkpoint_id
     if source == "loop" and breakpoint_id not in claimed:
         history = interrupt_events(conn, thread_id, breakpoint_id)

@@ -126,7 +126,7 @@ def test_the_ignore_response_is_resumed_as_ignore(server: tuple[AgentServer, Int
     assert store.open_interrupts(thread_id) == []
 
 
-def test_mark_as_resolved_closes_the_interrupt_as_an_ignore_without_an_actor(
+def test_mark_as_resolved_closes_the_interrupt_as_an_ignore_by_the_servers_user(
     server: tuple[AgentServer, InterruptStore],
 ) -> None:
     running, store = server
@@ -139,13 +139,27 @@ def test_mark_as_resolved_closes_the_interrupt_as_an_ignore_without_an_actor(
     assert closed.interrupt_id == interrupt_id
     assert closed.data["reason"] == "superseded"
     assert closed.data["decision"] == "ignore"
-    # The server hands a state update's checkpoint no authenticated user (SPEC §13).
-    assert closed.actor is None
-    assert closed.data.get("authenticated_by") is None
+    # The update's config names no authenticated user; the request's auth context does.
+    assert closed.actor == "bob"
+    assert closed.data["authenticated_by"] == "agent-server"
     assert not [e for e in store.history(thread_id) if e.type == RESUMED]
     pending = {(p["thread_id"], p["interrupt_id"]) for p in store.list_pending()}
     assert (thread_id, interrupt_id) not in pending
     assert thread_id not in {t["thread_id"] for t in bob.threads.search(status="interrupted", limit=1000)}
+
+
+def test_mark_as_resolved_by_studios_built_in_user_records_no_actor(
+    server: tuple[AgentServer, InterruptStore],
+) -> None:
+    running, store = server
+    thread_id, interrupt_id = _waiting(running.client("tok-alice"))
+    # `langgraph dev` without disable_studio_auth admits this header without credentials.
+    studio = running.client(headers={"x-auth-scheme": "langsmith"})
+    studio.threads.update_state(thread_id, None, as_node="__end__")
+    closed = _one(store, thread_id, EXPIRED)
+    assert (closed.interrupt_id, closed.data["decision"]) == (interrupt_id, "ignore")
+    assert closed.actor is None
+    assert "authenticated_by" not in closed.data
 
 
 def test_an_update_with_values_is_superseded_without_a_decision(
@@ -158,6 +172,7 @@ def test_an_update_with_values_is_superseded_without_a_decision(
     closed = _one(store, thread_id, EXPIRED)
     assert (closed.interrupt_id, closed.data["reason"]) == (interrupt_id, "superseded")
     assert "decision" not in closed.data
+    assert closed.actor is None
 
 
 def test_the_mint_records_the_runs_graph_and_assistant(server: tuple[AgentServer, InterruptStore]) -> None:
