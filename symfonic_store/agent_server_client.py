@@ -16,7 +16,7 @@ process, with the same two-phase admission (SPEC §8):
    the server's checkpointer confirmed it already).
 
 A server that cannot be reached before the claim is an :class:`AgentServerError` (HTTP
-503) and nothing is written. One that fails during the run leaves no answer lost: when the
+503), one that refuses the service's key a 502, and nothing is written. One that fails during the run leaves no answer lost: when the
 request never reached it the claim is released; when its outcome is unknown (a timeout, a
 dropped connection) the claim is kept and the next sweep settles it from the thread's state
 (:meth:`ServedGraphs.settle_claim`), or records it unknown for an operator.
@@ -249,7 +249,14 @@ class ServedGraphs:
             raise InvalidInputError(
                 "interrupt_id", f"interrupt {i!r} on thread {t!r} was not minted by a served graph"
             )
-        self.check()  # unreachable: said now, before anything is written
+        # Unreachable, the service's key refused, or a thread the server does not hold:
+        # said now, before anything is written.
+        if self._waiting(t) is None:
+            raise AgentServerError(
+                f"the Agent Server at {self.url} has no thread {t!r}: interrupt {i!r} was "
+                "minted by a graph another server runs; nothing was written",
+                status=409,
+            )
         self.store.claim(t, i, value, actor=a, authenticated_by=authenticated_by)
         configurable = {ANSWER_ID_KEY: answer_id(t, i), "actor": a}
         try:

@@ -226,6 +226,25 @@ def test_an_unreachable_agent_server_is_a_503_and_nothing_is_written(
     assert _post(setup, "erin", thread_id, interrupt_id, {"approved": True}).status_code == 200
 
 
+def test_a_refused_api_key_is_a_502_naming_the_key_setting_and_nothing_is_written(
+    setup: dict[str, Any], tmp_path: Path
+) -> None:
+    server, store = setup["server"], setup["store"]
+    thread_id, interrupt_id = _waiting(server)
+    before = list(store.history(thread_id))
+    wrong = tmp_path / "wrong.key"
+    wrong.write_text("not-the-key\n")
+    with serve(setup["url"], "--tokens", str(setup["tokens"]), "--langgraph-url", server.url,
+               "--langgraph-api-key-file", str(wrong)) as refused:
+        with refused.client(PEOPLE["dana"][0]) as http:
+            reply = http.post(answer_path(thread_id, interrupt_id), json={
+                "response": {"approved": True}, "digest": digest_of(store, thread_id, interrupt_id)})
+    assert reply.status_code == 502, reply.text
+    assert "--langgraph-api-key-file" in reply.json()["error"]
+    assert "not-the-key" not in reply.text
+    assert list(store.history(thread_id)) == before
+
+
 def test_an_unreachable_server_leaves_the_wake_up_owed_and_the_next_sweep_wakes_the_graph(
     setup: dict[str, Any],
 ) -> None:
