@@ -176,9 +176,10 @@ class ServedGraphs:
         )
 
     def check(self) -> None:
-        """Raise :class:`AgentServerError` unless the server answers (its ``/ok``)."""
+        """Raise :class:`AgentServerError` unless the server answers and takes the
+        service's key (an authenticated read: one assistant)."""
         try:
-            self.client.http.get("/ok")
+            self.client.assistants.search(limit=1)
         except Exception as exc:
             raise self._failed(exc, "checking it answers", sent=False) from None
 

@@ -15,17 +15,20 @@ import sys
 import threading
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agent_server_rig import TOKENS, AgentServer, free_port, served
 from cli_helpers import cli_env
+from freezegun import freeze_time
 from service_rig import answer_path, digest_of, serve, write_tokens
 
 from symfonic_store import InterruptStore
 from symfonic_store.agent_server_client import ServedGraphs
 from symfonic_store.events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED
+from symfonic_store.services.sweep import CLAIM_LEASE_SECONDS
 
 SERVICE_KEY = "key-of-the-approval-service"
 
@@ -269,6 +272,28 @@ def test_an_unreachable_server_leaves_the_wake_up_owed_and_the_next_sweep_wakes_
     assert _paid(setup["effects"], store, thread_id) == 0
 
 
+def test_a_claim_whose_service_stopped_is_settled_by_the_sweep_from_the_servers_thread(
+    setup: dict[str, Any],
+) -> None:
+    server, store = setup["server"], setup["store"]
+    thread_id, interrupt_id = _waiting(server)
+    # A service claimed, then stopped before its run reached the server.
+    store.claim(thread_id, interrupt_id, {"approved": True}, actor="dana", authenticated_by="service:tokens")
+    alive = ServedGraphs(store, server.url, api_key=SERVICE_KEY)
+    later = datetime.now(UTC) + timedelta(seconds=CLAIM_LEASE_SECONDS + 60)
+    # Only this process's clock moves (the sweep's); the server's thread is read as it is.
+    with freeze_time(later, tick=True, ignore=["_pytest.timing"]):
+        report = store.sweep(thread_ids=[thread_id], on_expired=alive.waker())
+    # The server's thread still waits on it: not shown taken, so the outcome is unknown
+    # (SPEC §12), never "not taken", and an operator settles it.
+    assert report.claims_settled == [(thread_id, interrupt_id, "outcome_unknown")]
+    (marked,) = [e for e in store.history(thread_id) if e.type == RESUME_REJECTED]
+    assert (marked.actor, marked.data["why"]) == ("dana", "outcome_unknown")
+    store.settle(thread_id, interrupt_id, outcome="not_taken", actor="ops")
+    assert _post(setup, "erin", thread_id, interrupt_id, {"approved": True}).status_code == 200
+    assert _paid(setup["effects"], store, thread_id) == 1
+
+
 def _cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "symfonic_store.cli", "--db", url, *args],
@@ -285,6 +310,19 @@ def test_sweep_with_an_unreachable_langgraph_url_says_so_and_expires_nothing(set
     assert done.returncode != 0
     assert "unreachable" in done.stderr and dead in done.stderr, done.stderr
     assert SERVICE_KEY not in done.stderr + done.stdout
+    assert [o["interrupt_id"] for o in store.open_interrupts(thread_id)] == [interrupt_id]
+
+
+def test_sweep_with_a_refused_key_says_so_and_expires_nothing(setup: dict[str, Any], tmp_path: Path) -> None:
+    server, store = setup["server"], setup["store"]
+    thread_id, interrupt_id = _waiting(server)
+    wrong = tmp_path / "wrong.key"
+    wrong.write_text("not-the-key\n")
+    done = _cli(setup["url"], "sweep", "--ttl", "0", "--langgraph-url", server.url,
+                "--langgraph-api-key-file", str(wrong))
+    assert done.returncode != 0
+    assert "--langgraph-api-key-file" in done.stderr, done.stderr
+    assert "not-the-key" not in done.stderr + done.stdout
     assert [o["interrupt_id"] for o in store.open_interrupts(thread_id)] == [interrupt_id]
 
 
