@@ -60,7 +60,7 @@ LangGraphUrl = Annotated[
         "--langgraph-url",
         metavar="URL",
         help="An Agent Server (langgraph dev/up) whose graphs' interrupts are answered or "
-        "woken through langgraph-sdk (SPEC §13).",
+        "woken through langgraph-sdk (docs/agent-server.md).",
     ),
 ]
 LangGraphKeyFile = Annotated[
