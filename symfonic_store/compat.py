@@ -95,6 +95,22 @@ def task_resume(configurable: Mapping[str, Any]) -> Any:
         return NOT_VISIBLE
 
 
+def agent_server_request_user() -> Any:
+    """The user LangGraph's Agent Server authenticated for the request being served, or
+    None: langgraph-api's per-request auth context (``langgraph_api.utils.get_auth_ctx``),
+    which it sets around every API request, a state update's included. Read only where
+    the server already loaded it (never imported here)."""
+    import sys
+
+    get = getattr(sys.modules.get("langgraph_api.utils"), "get_auth_ctx", None)
+    if not callable(get):
+        return None
+    try:
+        return getattr(get(), "user", None)
+    except Exception:  # pragma: no cover - a langgraph-api that changed it
+        return None
+
+
 # --- SQLAlchemy ----------------------------------------------------------------------
 
 

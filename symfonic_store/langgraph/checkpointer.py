@@ -63,6 +63,7 @@ from .saver_steps import (
     _thread_ids,
 )
 from .saver_writer import _read, _sqlite_writer
+from .served_records import update_closing
 
 if TYPE_CHECKING:
     from ..store import AsyncInterruptStore, InterruptStore
@@ -131,7 +132,10 @@ class StoreCheckpointer(_Checkpointer):
         args = moved(config, metadata)
         if args is not None:
             t, c, ns, source, actor = args
-            recorded = self._collect("record_checkpoint_moved", t, c, ns, source=source, actor=actor)
+            recorded = self._collect(
+                "record_checkpoint_moved", t, c, ns, source=source, actor=actor,
+                **update_closing(metadata, checkpoint, new_versions),
+            )
         flight: list[str] = []
         try:
             return self._run(self._put(config, checkpoint, metadata, new_versions, recorded, flight))

@@ -32,6 +32,7 @@ from ..compat import RESUME as _RESUME
 from ..store.runner import is_async_store
 from .actor import actor_of
 from .loopcall import LoopCall
+from .served_records import update_closing
 
 if TYPE_CHECKING:
     from ..store import AsyncInterruptStore, InterruptStore
@@ -171,7 +172,8 @@ class RecordingCheckpointer(BaseCheckpointSaver[Any]):
         moved_from = moved(config, metadata)
         if moved_from is not None:
             t, c, ns, source, actor = moved_from
-            self._call("record_checkpoint_moved", t, c, ns, source=source, actor=actor)
+            closing = update_closing(metadata, checkpoint, new_versions)
+            self._call("record_checkpoint_moved", t, c, ns, source=source, actor=actor, **closing)
         return saved
 
     async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
@@ -179,7 +181,10 @@ class RecordingCheckpointer(BaseCheckpointSaver[Any]):
         moved_from = moved(config, metadata)
         if moved_from is not None:
             t, c, ns, source, actor = moved_from
-            await self._acall("record_checkpoint_moved", t, c, ns, source=source, actor=actor)
+            closing = update_closing(metadata, checkpoint, new_versions)
+            await self._acall(
+                "record_checkpoint_moved", t, c, ns, source=source, actor=actor, **closing
+            )
         return saved
 
     def put_writes(

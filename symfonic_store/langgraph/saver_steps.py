@@ -26,6 +26,7 @@ from ..errors import InvalidInputError
 from ..store import admission
 from ..store.plan import Op
 from ..store.steps import Step, StepWrites, deferring
+from . import served_records as served
 from .recording import observed
 from .saver_sql import _Sql
 
@@ -71,8 +72,11 @@ def _task_record(
     """The writes to save, and what the store records of them (or None)."""
     forwarded, record = observed(config, writes, task_id, saved)
     if record is not None:
-        graph = ((config or {}).get("configurable") or {}).get(GRAPH_KEY)
+        configurable = (config or {}).get("configurable") or {}
+        # A graph the Agent Server runs names itself by its graph id (SPEC §13).
+        graph = configurable.get(GRAPH_KEY) or configurable.get(served.GRAPH_ID_KEY)
         record["graph"] = None if graph is None else str(graph)
+        record["served"] = served.served_ids(configurable)
     return forwarded, record
 
 

@@ -35,6 +35,7 @@ from .unavailable import is_unavailable, unavailable
 from .web import Limiters, Problem, Service, app_path, principal
 
 if TYPE_CHECKING:
+    from ..agent_server_client import ServedGraphs
     from ..langgraph.gateway import InterruptGateway
     from ..store import InterruptStore
 
@@ -136,6 +137,7 @@ def create_app(
     trusted_proxies: Iterable[Network] = (),
     secure_cookies: bool = False,
     poll_interval: float = 0.5,
+    served: ServedGraphs | None = None,
 ) -> Starlette:
     """The approval service on ``store``: the JSON API, the web inbox, health and metrics.
 
@@ -159,6 +161,8 @@ def create_app(
         secure_cookies: mark cookies ``Secure`` even when the request came over plain
             HTTP (behind a proxy that terminates TLS).
         poll_interval: how often, in seconds, the event stream looks for new events.
+        served: the Agent Server whose graphs' interrupts the service answers through
+            ``langgraph-sdk`` (``--langgraph-url``, SPEC §13), or None.
 
     Raises:
         InvalidInputError: a bad policy, two graphs of one name, or something that is
@@ -186,7 +190,7 @@ def create_app(
     rules = policy if isinstance(policy, Policy) or policy is None else Policy.from_dict(policy)
     limit = store.max_payload_bytes or DEFAULT_BODY_LIMIT
     svc = Service(
-        approvals=Approvals(store, gateways=gateways, policy=rules),
+        approvals=Approvals(store, gateways=gateways, policy=rules, served=served),
         auth=auth,
         sessions=Sessions(session_secret or secrets.token_bytes(32), lifetime=session_lifetime),
         metrics=ServiceMetrics(store),

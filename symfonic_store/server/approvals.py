@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .. import native
+from ..agent_server_client import AgentServerError
 from ..decisions import reported
 from ..errors import (
     AnswerNotTakenError,
@@ -52,6 +53,7 @@ from .policy import Policy
 from .principal import Principal
 
 if TYPE_CHECKING:
+    from ..agent_server_client import ServedGraphs
     from ..langgraph.gateway import InterruptGateway
     from ..services.audit import AuditRecord
     from ..store import InterruptStore
@@ -183,10 +185,13 @@ class Approvals:
         *,
         gateways: Mapping[str, InterruptGateway] | None = None,
         policy: Policy | None = None,
+        served: ServedGraphs | None = None,
     ) -> None:
         self.store = store
         self.gateways = dict(gateways or {})
         self.policy = policy
+        self.served = served
+        """The Agent Server whose graphs' interrupts this service answers (--langgraph-url)."""
 
     # --- reading ---------------------------------------------------------------------
 
@@ -343,17 +348,22 @@ class Approvals:
                 "(nothing was admitted or written)",
             )
         native_interrupt = is_native_mint(record)
-        gate = None
+        gate: Any = None
         if native_interrupt:
             graph = record.get("graph")
             gate = self.gateways.get(str(graph)) if graph is not None else None
+            if gate is None and self.served is not None and self.served.serves(record):
+                gate = self.served  # answered through the Agent Server (SPEC §13)
             if gate is None:
                 served = ", ".join(sorted(map(repr, self.gateways))) or "none"
                 return _error(
                     409,
                     f"{where} is a LangGraph interrupt of graph {graph!r}, and this server has "
                     f"no --graph of that name (it serves: {served}); start it with "
-                    "--graph MODULE:ATTR for that graph. Nothing was written",
+                    "--graph MODULE:ATTR for that graph"
+                    + (", or --langgraph-url URL for the Agent Server that serves it"
+                       if record.get("assistant_id") else "")
+                    + ". Nothing was written",
                 )
         why = self.refusal(principal, record.get("name"), record.get("actor"))
         if why is not None:
@@ -416,6 +426,8 @@ class Approvals:
             return _error(403, str(exc))
         except AnswerNotTakenError as exc:
             return _error(422, str(exc), outcome="not_taken", graph_error=exc.error)
+        except AgentServerError as exc:
+            return _error(exc.status, str(exc), outcome_unknown=exc.outcome_unknown)
         except SymfonicStoreError as exc:
             # outcome_unknown on a 503: the graph may have acted; the interrupt stays
             # claimed, so a resend is refused as in progress, and the body says so.

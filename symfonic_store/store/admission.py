@@ -362,7 +362,11 @@ def record_task_writes(
             if held is not None:
                 if record["error"] is None:  # the gateway's answer, consumed
                     delete_claim(conn, thread_id, interrupt_id)
-                    append_taken(w, interrupt_id, target, held)
+                    # Delivered through an Agent Server (SPEC §13): the run's user beside
+                    # the claim's actor.
+                    by_server = identity.get("authenticated_by") == "agent-server"
+                    extra = {"server_user": record["actor"]} if by_server else None
+                    append_taken(w, interrupt_id, target, held, extra=extra)
                     del opened[interrupt_id]
                 # else: the gateway releases its own claim
             else:
@@ -410,7 +414,8 @@ def record_task_writes(
         for iv in record["interrupts"]
     ]
     mint_waiting(
-        w, items, opened, actor=record["actor"], graph=record.get("graph"), identity=identity
+        w, items, opened, actor=record["actor"], graph=record.get("graph"),
+        identity={**identity, **(record.get("served") or {})},
     )
     flush(conn, [w])
 
@@ -423,8 +428,15 @@ def record_checkpoint_moved(
     *,
     source: str | None,
     actor: str | None,
+    decision: str | None = None,
+    decided_by: str | None = None,
+    authenticated_by: str | None = None,
 ) -> None:
     """A new checkpoint after ``checkpoint_id``: what LangGraph waited on there is over.
+
+    ``decision``: what the update that wrote it decided of the interrupts it closes
+    (``ignore`` for Agent Inbox's thread-level ignore, SPEC §13), recorded on each with
+    ``decided_by`` as its actor (and ``authenticated_by``).
 
     After new input or ``update_state`` an open interrupt raised at that checkpoint is
     superseded (after a completed step it was answered: the task's writes say how); an
@@ -455,11 +467,13 @@ def record_checkpoint_moved(
                 data={"response": None, "via": "direct", "decision": "approve", "bypass": True},
             )
         else:
-            w.append(
-                EXPIRED,
-                interrupt_id=row["interrupt_id"],
-                data={"reason": "superseded", "detected_by": "gateway"},
-            )
+            closed: dict[str, Any] = {"reason": "superseded", "detected_by": "gateway"}
+            if decision is not None:
+                closed["decision"] = decision
+                if authenticated_by is not None:
+                    closed["authenticated_by"] = authenticated_by
+            by = decided_by if decision is not None else None
+            w.append(EXPIRED, interrupt_id=row["interrupt_id"], actor=by, data=closed)
     breakpoint_id = native.BREAKPOINT_PREFIX + checkpoint_id
     if source == "loop" and breakpoint_id not in claimed:
         history = interrupt_events(conn, thread_id, breakpoint_id)

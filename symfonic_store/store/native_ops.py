@@ -176,8 +176,13 @@ class NativeOps(Settings):
         *,
         source: str | None = None,
         actor: str | None = None,
+        decision: str | None = None,
+        decided_by: str | None = None,
+        authenticated_by: str | None = None,
     ) -> Plan[None]:
-        """A graph wrote a checkpoint after ``checkpoint_id`` (the recording checkpointer)."""
+        """A graph wrote a checkpoint after ``checkpoint_id`` (the recording checkpointer);
+        ``decision``: what the update decided of what it closes (e.g. ``ignore``), by whom
+        (``decided_by``, established as ``authenticated_by`` says)."""
         t = validation.required_id(thread_id, "thread_id")
         fn = partial(
             admission.record_checkpoint_moved,
@@ -186,6 +191,9 @@ class NativeOps(Settings):
             checkpoint_ns=str(checkpoint_ns or ""),
             source=source,
             actor=validation.text_id(actor, "actor", optional=True),
+            decision=validation.text_id(decision, "decision", optional=True),
+            decided_by=validation.text_id(decided_by, "decided_by", optional=True),
+            authenticated_by=validation.authenticated_by(authenticated_by),
         )
         yield Op(fn, write=True, settled=partial(admission.moved_settled, thread_id=t, checkpoint_id=str(checkpoint_id)))
 

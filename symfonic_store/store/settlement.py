@@ -77,9 +77,12 @@ def append_taken(
     via: str = "gateway",
     decision: str | None = None,
     settled_by: str | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> None:
-    """Record the claimed answer ``held`` as taken (the claim row is the caller's to delete)."""
+    """Record the claimed answer ``held`` as taken (the claim row is the caller's to delete);
+    ``extra``: more of the answer's data (``server_user``)."""
     data: dict[str, Any] = {"response": held["response"], "via": via, **answer_data(row, held, decision)}
+    data.update(extra or {})
     if settled_by is not None:
         data["settled_by"] = settled_by
     w.append(RESUMED, interrupt_id=interrupt_id, actor=held["actor"], data=data)

@@ -12,7 +12,7 @@ import typer
 
 from ...errors import InvalidInputError
 from ..app import app, count, flag, get_session, seconds
-from .sweep import import_graph
+from .sweep import LangGraphKeyFile, LangGraphUrl, import_graph, served_graphs
 
 SECRET_ENV = "SYMFONIC_STORE_SESSION_SECRET"
 
@@ -116,6 +116,8 @@ def serve(
         bool, typer.Option("--secure-cookies", help="Mark cookies Secure (behind a proxy that terminates TLS).")
     ] = False,
     access_log: Annotated[bool, typer.Option("--access-log/--no-access-log", help="Log each request.")] = True,
+    langgraph_url: LangGraphUrl = None,
+    langgraph_api_key_file: LangGraphKeyFile = None,
 ) -> None:
     """Serve the approval service: the JSON API and the web inbox.
 
@@ -176,6 +178,8 @@ def serve(
             store, graphs=graphs, auth=auth, policy=rules, session_secret=secret,
             session_lifetime=session_lifetime, rate_limits=limits, trusted_proxies=networks,
             secure_cookies=secure_cookies,
+            served=None if langgraph_url is None
+            else served_graphs(store, langgraph_url, langgraph_api_key_file),
         )
         config = uvicorn.Config(
             application,

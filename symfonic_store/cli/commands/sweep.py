@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -53,6 +54,32 @@ def gateway_for(compiled: Any, store: Any) -> Any:
     return InterruptGateway(compiled, store)
 
 
+LangGraphUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--langgraph-url",
+        metavar="URL",
+        help="An Agent Server (langgraph dev/up) whose graphs' interrupts are answered or "
+        "woken through langgraph-sdk (docs/agent-server.md).",
+    ),
+]
+LangGraphKeyFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--langgraph-api-key-file",
+        metavar="FILE",
+        help="The Agent Server's API key (sent as x-api-key); else $LANGGRAPH_API_KEY.",
+    ),
+]
+
+
+def served_graphs(store: Any, url: str, key_file: Path | None) -> Any:
+    """The answerer and waker of the graphs an Agent Server serves (``--langgraph-url``)."""
+    from ...agent_server_client import ServedGraphs, read_api_key
+
+    return ServedGraphs(store, url, api_key=read_api_key(key_file))
+
+
 class _Counting:
     """The gateway's waker, counting the graphs it woke (and settling abandoned answers)."""
 
@@ -97,6 +124,8 @@ def sweep(
             "graph (by its name) or to no named graph when its checkpointer holds the thread.",
         ),
     ] = None,
+    langgraph_url: LangGraphUrl = None,
+    langgraph_api_key_file: LangGraphKeyFile = None,
     output: TableOrJsonFormat = TableOrJson.table,
 ) -> None:
     """Expire every stale pending interrupt (the cron job).
@@ -106,10 +135,17 @@ def sweep(
     note on stderr says to which graphs wake-ups are still owed and what to do.
     """
     woken: list[tuple[str, str]] = []
+    if graph is not None and langgraph_url is not None:
+        raise InvalidInputError("--langgraph-url", "wakes served graphs: give it or --graph, not both")
     compiled = None if graph is None else import_graph(graph)
     stopped: SweepIncompleteError | None = None
     with get_session(ctx).store() as store:
         on_expired = None if compiled is None else _Counting(gateway_for(compiled, store), woken)
+        if langgraph_url is not None:
+            served = served_graphs(store, langgraph_url, langgraph_api_key_file)
+            if not dry_run:
+                served.check()  # unreachable: said now, before anything expires
+            on_expired = _Counting(served, woken)
         try:
             report = store.sweep(
                 ttl_seconds=ttl, dry_run=dry_run, batch_size=batch_size, on_expired=on_expired
@@ -121,7 +157,8 @@ def sweep(
     if output is TableOrJson.json:
         emit_json({**report.as_dict(), "woken": len(woken)})
     else:
-        say(str(report) + (f"; woke {len(woken)} graph(s)" if graph is not None else ""))
+        waking = graph is not None or langgraph_url is not None
+        say(str(report) + (f"; woke {len(woken)} graph(s)" if waking else ""))
         if report.expired:
             # A cron log must say which interrupts went, not only how many.
             table(
