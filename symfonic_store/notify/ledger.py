@@ -223,3 +223,43 @@ def letter_failed(conn: Connection, name: str, position: int, *, error: str) -> 
         .values(tries=letters.c.tries + 1, error=error)
     )
     conn.execute(cursors.update().where(cursors.c.subscription == name).values(failed=cursors.c.failed + 1))
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    """One subscription's delivery figures, for ``/metrics``."""
+
+    subscription: str
+    delivered: int
+    failed: int
+    dead_lettered: int
+    waiting_letters: int
+    disabled: bool
+    lag_events: int
+    oldest_undelivered: datetime | None
+
+
+def figures(conn: Connection) -> list[Figures]:
+    """Every subscription with a cursor: its counts, waiting dead letters, and how far it
+    trails the log (events after its cursor, and the oldest of them)."""
+    from ..db.schema import events
+
+    waiting = dict(
+        conn.execute(
+            sa.select(letters.c.subscription, sa.func.count())
+            .where(letters.c.resent_at.is_(None))
+            .group_by(letters.c.subscription)
+        ).all()
+    )
+    out = []
+    for c in read_cursors(conn).values():
+        count, oldest = conn.execute(
+            sa.select(sa.func.count(), sa.func.min(events.c.occurred_at)).where(events.c.position > c.position)
+        ).one()
+        if isinstance(oldest, str):  # SQLite's aggregate loses the column's type
+            oldest = datetime.fromisoformat(oldest)
+        if oldest is not None and oldest.tzinfo is None:
+            oldest = oldest.replace(tzinfo=UTC)
+        out.append(Figures(c.subscription, c.delivered, c.failed, c.dead_lettered,
+                           int(waiting.get(c.subscription, 0)), c.disabled_at is not None, int(count), oldest))
+    return out
