@@ -56,7 +56,7 @@ class Receiver:
 
 def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - the http.server name
+        def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             got = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, self.rfile.read(length))
             with receiver.arrived:

@@ -244,7 +244,7 @@ def figures(conn: Connection) -> list[Figures]:
     trails the log (events after its cursor, and the oldest of them)."""
     from ..db.schema import events
 
-    waiting = dict(
+    waiting: dict[str, int] = dict(
         conn.execute(
             sa.select(letters.c.subscription, sa.func.count())
             .where(letters.c.resent_at.is_(None))

@@ -218,7 +218,8 @@ class Notifier:
                     skipped = event.position
                     continue
                 if stop is not None and stop.is_set():
-                    return self._skip(sub, skipped)
+                    self._skip(sub, skipped)
+                    return
                 if skipped is not None and not self._skip(sub, skipped):
                     return
                 skipped = None

@@ -8,7 +8,6 @@ import socket
 from collections.abc import Iterator
 from email import message_from_bytes
 from email.message import Message
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -84,7 +83,7 @@ def smtp() -> Iterator[tuple[int, list[Message]]]:
     got: list[Message] = []
 
     class Keep:
-        async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802 - aiosmtpd's name
+        async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
             got.append(message_from_bytes(envelope.content))
             return "250 OK"
 

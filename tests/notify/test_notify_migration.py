@@ -14,7 +14,11 @@ from sqlalchemy.engine import Engine
 from symfonic_store import InterruptStore
 from symfonic_store.db.engines import create_sync_engine
 from symfonic_store.db.migrate import current_revision, downgrade, head_revision, upgrade
-from symfonic_store.db.schema import NOTIFY_CURSORS_TABLE, NOTIFY_DEAD_LETTERS_TABLE, notify_dead_letters
+from symfonic_store.db.schema import (
+    NOTIFY_CURSORS_TABLE,
+    NOTIFY_DEAD_LETTERS_TABLE,
+    notify_dead_letters,
+)
 
 BELOW = "0014_decision_audit"
 TABLES = {NOTIFY_CURSORS_TABLE, NOTIFY_DEAD_LETTERS_TABLE}

@@ -16,12 +16,11 @@ import pytest
 from cli_helpers import popen_cli, run_process
 from factories import mint
 from freezegun import freeze_time
-from notify_rig import SECRET, Received, Receiver, http_receiver, write_config, write_secret
+from notify_rig import SECRET, Received, http_receiver, write_config, write_secret
 from standardwebhooks import Webhook
 
 from symfonic_store import InterruptStore
 from symfonic_store.notify import Notifier, webhook_id
-
 
 
 def two_subscriptions(folder: Path, url: str) -> dict[str, Any]:
