@@ -43,7 +43,7 @@ from ..tracing import span
 from . import ledger
 from .config import NotifyConfig, Subscription, load_config, parse_config
 from .message import Interrupt, short_message, webhook_body, webhook_id
-from .senders import AppriseSender, Outcome, WebhookSender, sender_for
+from .senders import APPRISE_TIMEOUT, AppriseSender, Outcome, WebhookSender, sender_for
 
 if TYPE_CHECKING:
     from ..store import InterruptStore
@@ -127,6 +127,14 @@ class Notifier:
         self.poll_seconds = poll_seconds
         host = socket.gethostname()[:30]
         self.owner = f"{host}:{os.getpid()}:{uuid.uuid4().hex[:12]}"[:64]
+        slowest = max(
+            (s.webhook.timeout if s.webhook is not None else APPRISE_TIMEOUT) for s in config.subscriptions
+        )
+        if lease_seconds <= slowest:
+            # A send outlasting the lease would let another process send the same event at once.
+            raise InvalidInputError(
+                "lease_seconds", f"must be above the slowest delivery's timeout ({slowest:g} s)"
+            )
         self._senders: dict[str, WebhookSender | AppriseSender] = {}
         try:
             for i, sub in enumerate(config.subscriptions):
@@ -189,12 +197,17 @@ class Notifier:
     def _pass(self, sub: Subscription, stop: threading.Event | None) -> Tally:
         tally = Tally()
         now = time.time()
-        cursor = self._run(ledger.open_cursor, name=sub.name, from_start=self.from_start, now=now)
+        # Reads first: an idle subscription costs two reads a pass, no write transaction.
+        cursor = self._read(ledger.read_cursors, names=[sub.name]).get(sub.name)
+        if cursor is None:
+            cursor = self._run(ledger.open_cursor, name=sub.name, from_start=self.from_start, now=now)
         if cursor.disabled_at is not None:
             tally.disabled = True
             return tally
         if cursor.next_try_at is not None and cursor.next_try_at > now:
             return tally  # backing off: its next event waits, and so do the later ones
+        if not self.store.events(after=cursor.position, limit=1):
+            return tally
         held = self._run(ledger.take_lease, name=sub.name, owner=self.owner, now=now, seconds=self.lease_seconds)
         if held is None:
             tally.busy = True

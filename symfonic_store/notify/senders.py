@@ -16,6 +16,8 @@ from ..errors import InvalidInputError
 from .config import Subscription, Webhook, safe_target
 
 EXTRA = "pip install 'symfonic-store[notify]'"
+APPRISE_TIMEOUT = 30.0
+"""Seconds one Apprise notification may take before it counts as failed."""
 
 
 def need(module: str) -> Any:
@@ -78,7 +80,7 @@ class AppriseSender:
     """One Apprise object per subscription, called from its own worker thread (Apprise
     blocks); a call that outlasts ``timeout`` counts as failed."""
 
-    def __init__(self, urls: tuple[str, ...], where: str, timeout: float = 30.0) -> None:
+    def __init__(self, urls: tuple[str, ...], where: str, timeout: float = APPRISE_TIMEOUT) -> None:
         apprise = need("apprise")
         self._apprise = apprise.Apprise()
         for i, url in enumerate(urls):

@@ -114,3 +114,26 @@ def test_retry_and_enable_from_the_command_line(store: InterruptStore, migrated_
     assert row["state"] == "ok" and row["dead_letters"] == [] and row["delivered"] == 2
     unknown = run_cli("notify", "retry", "nobody", "--config", str(path), db=migrated_url)
     assert unknown.returncode == 2 and "no subscription 'nobody'" in unknown.stderr
+
+
+def test_a_lease_shorter_than_a_timeout_is_refused(store: InterruptStore, tmp_path: Path) -> None:
+    """A send could outlast the lease and another process send the same event at once: refused, naming lease_seconds."""
+    from symfonic_store.notify import Notifier
+
+    config = hook_config(tmp_path, "http://127.0.0.1:9/hook")
+    with pytest.raises(InvalidInputError, match="lease_seconds.*10 s"):
+        Notifier(store, config, lease_seconds=10)
+    Notifier(store, config, lease_seconds=11).close()
+
+
+def test_without_the_extra_the_error_says_what_to_install(
+    store: InterruptStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """standardwebhooks missing: making a Notifier raises ImportError naming the notify extra."""
+    import sys
+
+    from symfonic_store.notify import Notifier
+
+    monkeypatch.setitem(sys.modules, "standardwebhooks", None)
+    with pytest.raises(ImportError, match=r"symfonic-store\[notify\]"):
+        Notifier(store, hook_config(tmp_path, "http://127.0.0.1:9/hook"))
