@@ -16,9 +16,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from ..db.backends.base import WritersBusyError
 from ..db.schema import notify_cursors as cursors
 from ..db.schema import notify_dead_letters as letters
 from ..db.statements import final_max_position
+from ..errors import ConcurrencyConflictError
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +83,13 @@ def open_cursor(conn: Connection, name: str, *, from_start: bool, now: float) ->
     found = read_cursors(conn, [name]).get(name)
     if found is not None:
         return found
-    position = 0 if from_start else final_max_position(conn)
+    try:
+        position = 0 if from_start else final_max_position(conn)
+    except WritersBusyError:
+        raise ConcurrencyConflictError(
+            f"subscription {name!r} starts at the log's end, which a write transaction held "
+            "open still hides: try again (the long-running notifier does, next pass)"
+        ) from None
     conn.execute(
         cursors.insert().values(
             subscription=name, position=position, created_at=now_utc(now), tries=0,

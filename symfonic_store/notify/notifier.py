@@ -171,12 +171,12 @@ class Notifier:
         """Pass after pass until ``stop`` is set; the delivery in flight then finishes
         and its outcome is recorded before this returns. A failing database is logged
         and tried again next pass."""
-        from ..errors import DatabaseError
+        from ..errors import ConcurrencyConflictError, DatabaseError
 
         while not stop.is_set():
             try:
                 self.run_once(stop)
-            except DatabaseError as exc:
+            except (DatabaseError, ConcurrencyConflictError) as exc:
                 log.warning("notify: the store failed (%s); trying again", exc)
             stop.wait(self.poll_seconds)
 
