@@ -2,54 +2,44 @@
 
 ``span(name, **attributes)`` is a context manager: with ``opentelemetry-api`` installed
 and a tracer provider configured, it opens a span named ``name`` carrying the attributes
-(ids only, never payloads); otherwise it does nothing, and nothing of OpenTelemetry is
-imported when the package is missing. An exception leaving the block is recorded on the
-span and raised again.
+(ids only, never payloads; None values left out); otherwise it does nothing. It never
+imports OpenTelemetry itself: an application that configured a provider has imported
+``opentelemetry.trace`` already, so while that module is not loaded there is nothing to
+record, and a span costs one dictionary lookup. An exception leaving the block is
+recorded on the span and raised again.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 TRACER = "symfonic_store"
-_AVAILABLE: bool | None = None
+_NOTHING: AbstractContextManager[None] = nullcontext()
+
+Attribute = str | int | float | bool | None
 
 
-def _available() -> bool:
-    global _AVAILABLE
-    if _AVAILABLE is None:
-        _AVAILABLE = importlib.util.find_spec("opentelemetry") is not None and (
-            importlib.util.find_spec("opentelemetry.trace") is not None
-        )
-    return _AVAILABLE
+def span(name: str, **attributes: Attribute) -> AbstractContextManager[Any | None]:
+    """A span named ``name`` with ``attributes``, or nothing.
 
-
-def _tracer() -> Any | None:
-    """The tracer of the configured provider, or None (no API, or no provider set)."""
-    if not _available():
-        return None
-    from opentelemetry import trace
-
+    The context manager yields the span (to add attributes found inside), or None when
+    no span is recorded.
+    """
+    trace = sys.modules.get("opentelemetry.trace")
+    if trace is None:
+        return _NOTHING
     provider = trace.get_tracer_provider()
-    # The API's default stands in until the application sets a provider: nothing to record.
+    # The API's stand-ins until the application sets a provider: nothing would be recorded.
     if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
-        return None
-    return provider.get_tracer(TRACER)
+        return _NOTHING
+    return _recorded(provider.get_tracer(TRACER), name, attributes)
 
 
 @contextmanager
-def span(name: str, **attributes: str | int | float | bool | None) -> Iterator[Any | None]:
-    """A span named ``name`` with ``attributes`` (None values left out), or nothing.
-
-    Yields the span (to add attributes found inside), or None when no span is recorded.
-    """
-    tracer = _tracer()
-    if tracer is None:
-        yield None
-        return
+def _recorded(tracer: Any, name: str, attributes: dict[str, Attribute]) -> Iterator[Any]:
     kept = {k: v for k, v in attributes.items() if v is not None}
     with tracer.start_as_current_span(name, attributes=kept) as opened:
         yield opened
