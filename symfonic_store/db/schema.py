@@ -33,6 +33,8 @@ ARCHIVED_READ_KEYS_TABLE = "symfonic_archived_read_keys"
 CHECKPOINTS_TABLE = "symfonic_checkpoints"
 CHECKPOINT_HEADS_TABLE = "symfonic_checkpoint_heads"
 CHECKPOINT_BUCKETS_TABLE = "symfonic_checkpoint_buckets"
+NOTIFY_CURSORS_TABLE = "symfonic_notify_cursors"
+NOTIFY_DEAD_LETTERS_TABLE = "symfonic_notify_dead_letters"
 VERSION_TABLE = "symfonic_store_alembic_version"
 """Alembic's bookkeeping table, named apart so the store can share a database with an
 application that has Alembic migrations of its own."""
@@ -243,6 +245,54 @@ wakeups = sa.Table(
     # is no longer owed; it stays as the record of that decision.
     sa.Column("dropped_by", sa.String(255), nullable=True),
     sa.Column("dropped_at", UTCDateTime(), nullable=True),
+)
+
+# --- the notifier's bookkeeping (SPEC §14, symfonic_store/notify/) --------------------
+
+# One row per subscription of a `notify` config: its durable cursor (the position of the
+# last event it is done with, read gap-safe as events(after=...) reads, I11), the lease a
+# notify process holds while it delivers (``lease_owner`` until ``lease_until``, Unix
+# seconds of the Python clock: two processes never deliver to one subscription at once),
+# the failing tries of the event after the cursor, and the counts /metrics shows. Not
+# events: bookkeeping of deliveries, which the log does not need to be true.
+notify_cursors = sa.Table(
+    NOTIFY_CURSORS_TABLE,
+    metadata,
+    sa.Column("subscription", sa.String(255), primary_key=True),
+    sa.Column("position", sa.BigInteger(), nullable=False),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.Column("lease_owner", sa.String(64), nullable=True),
+    sa.Column("lease_until", sa.Float(), nullable=True),
+    # A 410 Gone disabled it (``notify enable`` clears both; the cursor did not move).
+    sa.Column("disabled_at", UTCDateTime(), nullable=True),
+    sa.Column("disabled_reason", sa.Text(), nullable=True),
+    # The event after the cursor that is failing: its tries so far, since when, and when
+    # the next try is due (capped exponential backoff).
+    sa.Column("failing_position", sa.BigInteger(), nullable=True),
+    sa.Column("tries", sa.Integer(), nullable=False),
+    sa.Column("first_failed_at", sa.Float(), nullable=True),
+    sa.Column("next_try_at", sa.Float(), nullable=True),
+    sa.Column("last_error", sa.Text(), nullable=True),
+    sa.Column("delivered", sa.BigInteger(), nullable=False),
+    sa.Column("failed", sa.BigInteger(), nullable=False),
+    sa.Column("dead_lettered", sa.BigInteger(), nullable=False),
+    sa.Column("delivered_at", UTCDateTime(), nullable=True),
+)
+
+# An event a subscription gave up on after its retry limits: the subscription went on
+# with the next one; ``notify retry NAME`` sends it again (``resent_at`` once delivered).
+notify_dead_letters = sa.Table(
+    NOTIFY_DEAD_LETTERS_TABLE,
+    metadata,
+    sa.Column("subscription", sa.String(255), primary_key=True),
+    sa.Column("position", sa.BigInteger(), primary_key=True, autoincrement=False),
+    sa.Column("thread_id", sa.String(255), nullable=False),
+    sa.Column("interrupt_id", sa.String(255), nullable=True),
+    sa.Column("type", sa.String(64), nullable=False),
+    sa.Column("tries", sa.Integer(), nullable=False),
+    sa.Column("error", sa.Text(), nullable=True),
+    sa.Column("dead_at", UTCDateTime(), nullable=False),
+    sa.Column("resent_at", UTCDateTime(), nullable=True),
 )
 
 # --- evidence: archives and signed checkpoints (SPEC §10) ----------------------------

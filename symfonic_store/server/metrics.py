@@ -16,6 +16,8 @@ catches up on a large log; ``symfonic_log_position`` says how far it got).
 - ``symfonic_reader_lag_seconds``, ``symfonic_reader_lag_events``,
   ``symfonic_writers_in_flight``: how far gap-safe readers trail the writers (SPEC §11),
   from the store's ``reader_lag()`` (always 0 on SQLite)
+- the notifier's deliveries, dead letters and lag by subscription, from its tables
+  (:mod:`symfonic_store.notify.metrics`)
 - ``symfonic_http_answers_total{code}``: this process's answers by HTTP status
   (412 and 429 are in no log)
 """
@@ -39,6 +41,7 @@ from prometheus_client.registry import Collector
 
 from ..event_types import all_types
 from ..events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED
+from ..notify.metrics import delivery_metrics
 
 if TYPE_CHECKING:
     from ..store import InterruptStore
@@ -195,6 +198,7 @@ class _StoreCollector(Collector):
         yield GaugeMetricFamily(
             "symfonic_log_position", "The log position the metrics have folded up to.", value=position
         )
+        yield from delivery_metrics(store)
 
 
 class ServiceMetrics:

@@ -1,0 +1,271 @@
+"""The notifier's config file (SPEC §14): subscriptions, their filters and retry limits.
+
+::
+
+    {"retry": {"max_tries": 10, "max_age_seconds": 86400, "backoff_seconds": [1, 600]},
+     "subscriptions": [
+       {"name": "finance", "events": ["interrupt.minted"], "interrupts": ["refund_*"],
+        "tenants": ["acme"], "apprise": "<Apprise URL>"},
+       {"name": "erp", "events": ["*"],
+        "webhook": {"url": "<URL>", "secret_file": "<F>"}, "retry": {"max_tries": 3}}]}
+
+A bad config raises :class:`~symfonic_store.errors.InvalidInputError` naming the field
+(``subscriptions[1].webhook.url``); the command line makes it exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..errors import InvalidInputError
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+DEFAULT_TIMEOUT = 10.0
+
+
+def _bad(where: str, problem: str) -> InvalidInputError:
+    return InvalidInputError(f"notify config {where}", problem)
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """How long a failing event is tried before it becomes a dead letter."""
+
+    max_tries: int = 10
+    """Tries in all, the first one counted."""
+    max_age_seconds: float = 86400.0
+    """Seconds since the event's first failed try after which it is given up."""
+    backoff_first: float = 1.0
+    backoff_cap: float = 600.0
+
+    def delay(self, tries: int) -> float:
+        """Seconds to wait after the ``tries``-th failed try: first, doubling, at most cap."""
+        return float(min(self.backoff_cap, self.backoff_first * 2 ** max(0, tries - 1)))
+
+
+@dataclass(frozen=True, slots=True)
+class Webhook:
+    url: str
+    secret: str = field(repr=False)
+    timeout: float = DEFAULT_TIMEOUT
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """One subscription: what it matches and where it goes (a webhook or Apprise URLs)."""
+
+    name: str
+    events: tuple[str, ...]
+    interrupts: tuple[str, ...] | None
+    tenants: tuple[str, ...] | None
+    retry: Retry
+    webhook: Webhook | None = None
+    apprise: tuple[str, ...] = field(default=(), repr=False)
+
+    def matches(self, event_type: str, name: str | None, tenant: str | None) -> bool:
+        """Does an event of ``event_type`` about interrupt ``name`` of ``tenant`` concern it?
+
+        ``interrupts`` globs need a named interrupt; ``tenants`` (SPEC §15) takes the
+        listed tenants' interrupts (``"*"``: every tenant's); an interrupt minted without
+        a tenant goes only to subscriptions without ``tenants`` or with ``"*"``.
+        """
+        if not any(fnmatchcase(event_type, p) for p in self.events):
+            return False
+        if self.interrupts is not None:
+            if name is None or not any(fnmatchcase(name, p) for p in self.interrupts):
+                return False
+        if self.tenants is not None and "*" not in self.tenants:
+            return tenant is not None and tenant in self.tenants
+        return True
+
+    @property
+    def target(self) -> str:
+        """Where it delivers, secrets left out: scheme and host only."""
+        if self.webhook is not None:
+            return safe_target(self.webhook.url)
+        return ", ".join(safe_target(u) for u in self.apprise)
+
+
+@dataclass(frozen=True, slots=True)
+class NotifyConfig:
+    subscriptions: tuple[Subscription, ...]
+    retry: Retry
+
+    def get(self, name: str) -> Subscription:
+        """The subscription called ``name``.
+
+        Raises:
+            InvalidInputError: the config has none by that name.
+        """
+        for s in self.subscriptions:
+            if s.name == name:
+                return s
+        known = ", ".join(s.name for s in self.subscriptions) or "none"
+        raise InvalidInputError("NAME", f"no subscription {name!r} in the config (it has: {known})")
+
+
+def safe_target(url: str) -> str:
+    """``scheme://host`` of a URL: what may be printed of a URL that carries secrets."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+    except ValueError:
+        return "(unreadable URL)"
+    scheme = parts.scheme or "?"
+    return f"{scheme}://{host}" if host else f"{scheme}://"
+
+
+def _keys(value: Any, where: str, allowed: set[str]) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _bad(where, "must be a JSON object")
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise _bad(f"{where}.{unknown[0]}" if where else unknown[0],
+                   f"unknown key (known: {', '.join(sorted(allowed))})")
+    return value
+
+
+def _number(value: Any, where: str, *, minimum: float, integer: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or (integer and not isinstance(value, int)):
+        raise _bad(where, f"must be {'an integer' if integer else 'a number'}")
+    if value < minimum:
+        raise _bad(where, f"must be at least {minimum:g}")
+    return float(value)
+
+
+def _retry(value: Any, where: str, base: Retry) -> Retry:
+    raw = _keys(value, where, {"max_tries", "max_age_seconds", "backoff_seconds"})
+    max_tries = base.max_tries
+    if "max_tries" in raw:
+        max_tries = int(_number(raw["max_tries"], f"{where}.max_tries", minimum=1, integer=True))
+    max_age = base.max_age_seconds
+    if "max_age_seconds" in raw:
+        max_age = _number(raw["max_age_seconds"], f"{where}.max_age_seconds", minimum=0)
+    first, cap = base.backoff_first, base.backoff_cap
+    if "backoff_seconds" in raw:
+        pair = raw["backoff_seconds"]
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise _bad(f"{where}.backoff_seconds", "must be [first, cap] in seconds")
+        first = _number(pair[0], f"{where}.backoff_seconds[0]", minimum=0)
+        cap = _number(pair[1], f"{where}.backoff_seconds[1]", minimum=0)
+        if cap < first:
+            raise _bad(f"{where}.backoff_seconds", "the cap must not be below the first delay")
+    return Retry(max_tries=max_tries, max_age_seconds=max_age, backoff_first=first, backoff_cap=cap)
+
+
+def _globs(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value or not all(isinstance(p, str) and p for p in value):
+        raise _bad(where, "must be a non-empty list of glob patterns (strings)")
+    return tuple(value)
+
+
+def _url(value: Any, where: str, schemes: tuple[str, ...] | None = None) -> str:
+    if not isinstance(value, str) or "://" not in value:
+        raise _bad(where, "must be a URL (scheme://...)")
+    scheme = value.split("://", 1)[0].lower()
+    if schemes is not None and scheme not in schemes:
+        raise _bad(where, f"must be an {' or '.join(schemes)} URL, not {scheme}://")
+    return value
+
+
+def _secret(raw: dict[str, Any], where: str, base: Path) -> str:
+    path_value = raw.get("secret_file")
+    if not isinstance(path_value, str) or not path_value:
+        raise _bad(f"{where}.secret_file", "must name the file holding the whsec_ secret")
+    path = Path(path_value)
+    if not path.is_absolute():
+        path = base / path
+    try:
+        secret = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise _bad(f"{where}.secret_file", f"cannot be read ({exc.strerror or exc})") from None
+    if not secret.startswith("whsec_") or len(secret) <= len("whsec_"):
+        raise _bad(f"{where}.secret_file", "must hold a secret that starts with whsec_ (base64 after it)")
+    import base64
+    import binascii
+
+    try:
+        base64.b64decode(secret[len("whsec_"):], validate=True)
+    except (binascii.Error, ValueError):
+        raise _bad(f"{where}.secret_file", "the secret after whsec_ is not base64") from None
+    return secret
+
+
+def _subscription(value: Any, where: str, retry: Retry, base: Path) -> Subscription:
+    raw = _keys(value, where, {"name", "events", "interrupts", "tenants", "retry", "webhook", "apprise"})
+    name = raw.get("name")
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise _bad(f"{where}.name", "must be 1 to 128 letters, digits, '_', '.', '-' (starting with a letter or digit)")
+    events = _globs(raw.get("events", ["*"]), f"{where}.events")
+    interrupts = _globs(raw["interrupts"], f"{where}.interrupts") if "interrupts" in raw else None
+    tenants = None
+    if "tenants" in raw:
+        t = raw["tenants"]
+        if not isinstance(t, list) or not all(isinstance(x, str) and x for x in t):
+            raise _bad(f"{where}.tenants", "must be a list of tenant names (strings)")
+        tenants = tuple(t)
+    own_retry = _retry(raw["retry"], f"{where}.retry", retry) if "retry" in raw else retry
+    has_webhook, has_apprise = "webhook" in raw, "apprise" in raw
+    if has_webhook == has_apprise:
+        raise _bad(where, "needs exactly one of webhook or apprise")
+    if has_webhook:
+        hook = _keys(raw["webhook"], f"{where}.webhook", {"url", "secret_file", "timeout_seconds"})
+        url = _url(hook.get("url"), f"{where}.webhook.url", ("http", "https"))
+        timeout = DEFAULT_TIMEOUT
+        if "timeout_seconds" in hook:
+            timeout = _number(hook["timeout_seconds"], f"{where}.webhook.timeout_seconds", minimum=0.1)
+        secret = _secret(hook, f"{where}.webhook", base)
+        return Subscription(name, events, interrupts, tenants, own_retry,
+                            webhook=Webhook(url, secret, timeout))
+    urls = raw["apprise"]
+    if isinstance(urls, str):
+        urls = [urls]
+    if not isinstance(urls, list) or not urls:
+        raise _bad(f"{where}.apprise", "must be an Apprise URL or a non-empty list of them")
+    checked = tuple(_url(u, f"{where}.apprise[{i}]") for i, u in enumerate(urls))
+    return Subscription(name, events, interrupts, tenants, own_retry, apprise=checked)
+
+
+def parse_config(value: Any, *, base: Path | None = None) -> NotifyConfig:
+    """A config from its JSON value; relative ``secret_file`` paths are read from ``base``.
+
+    Raises:
+        InvalidInputError: a key is missing, unknown or wrong; the message names it.
+    """
+    raw = _keys(value, "", {"retry", "subscriptions"})
+    retry = _retry(raw["retry"], "retry", Retry()) if "retry" in raw else Retry()
+    subs = raw.get("subscriptions")
+    if not isinstance(subs, list) or not subs:
+        raise _bad("subscriptions", "must be a non-empty list")
+    where = base or Path.cwd()
+    parsed = tuple(_subscription(s, f"subscriptions[{i}]", retry, where) for i, s in enumerate(subs))
+    seen: set[str] = set()
+    for i, s in enumerate(parsed):
+        if s.name in seen:
+            raise _bad(f"subscriptions[{i}].name", f"{s.name!r} is used twice")
+        seen.add(s.name)
+    return NotifyConfig(parsed, retry)
+
+
+def load_config(path: str | Path) -> NotifyConfig:
+    """The config in the JSON file at ``path`` (``secret_file`` paths relative to its folder).
+
+    Raises:
+        InvalidInputError: the file is missing, not JSON, or a field is wrong.
+    """
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidInputError("--config", f"cannot read {file} ({exc.strerror or exc})") from None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError("--config", f"{file} is not JSON (line {exc.lineno}: {exc.msg})") from None
+    return parse_config(value, base=file.resolve().parent)

@@ -1,0 +1,120 @@
+"""Receivers of the notifier's tests, on 127.0.0.1 only: a threaded HTTP server that
+records every request and answers as the test says (a status per call, or holding a
+request until released), and helpers to write configs and secrets."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+SECRET = "whsec_" + base64.b64encode(b"symfonic-notify-test-secret-32b!").decode()
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class Receiver:
+    """What the server got and how it answers (``answer(request) -> status``)."""
+
+    url: str = ""
+    requests: list[Received] = field(default_factory=list)
+    answer: Callable[[Received], int] = lambda request: 200
+    in_flight: int = 0
+    most_in_flight: int = 0
+    hold: threading.Event | None = None
+    """While set to an unset Event, each request waits on it (released by ``set()``)."""
+    arrived: threading.Condition = field(default_factory=threading.Condition)
+    location: str | None = None
+
+    def wait_for(self, count: int, timeout: float = 30.0) -> list[Received]:
+        """Block until ``count`` requests arrived (they may still be held)."""
+        with self.arrived:
+            if not self.arrived.wait_for(lambda: len(self.requests) >= count, timeout):
+                raise AssertionError(f"{len(self.requests)} request(s) arrived, {count} awaited")
+            return list(self.requests)
+
+    def delivered(self) -> list[Received]:
+        """The requests answered 2xx."""
+        return [r for r in self.requests if getattr(r, "status", 0) // 100 == 2]
+
+
+def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            got = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, self.rfile.read(length))
+            with receiver.arrived:
+                receiver.in_flight += 1
+                receiver.most_in_flight = max(receiver.most_in_flight, receiver.in_flight)
+                receiver.requests.append(got)
+                receiver.arrived.notify_all()
+            try:
+                if receiver.hold is not None:
+                    receiver.hold.wait(60)
+                status = receiver.answer(got)
+                got.status = status  # type: ignore[attr-defined]
+                self.send_response(status)
+                if 300 <= status < 400 and receiver.location:
+                    self.send_header("location", receiver.location)
+                self.send_header("content-length", "0")
+                self.end_headers()
+            finally:
+                with receiver.arrived:
+                    receiver.in_flight -= 1
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    return Handler
+
+
+@contextmanager
+def http_receiver() -> Iterator[Receiver]:
+    receiver = Receiver()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(receiver))
+    server.daemon_threads = True
+    receiver.url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield receiver
+    finally:
+        if receiver.hold is not None:
+            receiver.hold.set()
+        server.shutdown()
+        server.server_close()
+
+
+def write_secret(folder: Path) -> Path:
+    path = folder / "hook.secret"
+    path.write_text(SECRET + "\n", encoding="utf-8")
+    os.chmod(path, 0o600)
+    return path
+
+
+def hook_config(folder: Path, url: str, *, name: str = "erp", **extra: Any) -> dict[str, Any]:
+    """A config with one webhook subscription to ``url`` (``extra``: more of its keys)."""
+    return {"subscriptions": [{"name": name, "events": ["*"],
+                               "webhook": {"url": url, "secret_file": str(write_secret(folder))}, **extra}]}
+
+
+def write_config(folder: Path, config: dict[str, Any]) -> Path:
+    path = folder / "notify.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return path
