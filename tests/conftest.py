@@ -29,7 +29,7 @@ pytest_plugins = ["pytester"]
 # conftest's folder) and every layer folder is on sys.path too, so a module may import
 # another's helpers by name (``from test_gateway import gate_for``) wherever either lives.
 TESTS = Path(__file__).resolve().parent
-LAYERS = ("core", "store", "langgraph", "server", "cli", "faults", "evidence")
+LAYERS = ("core", "store", "langgraph", "server", "cli", "faults", "evidence", "notify")
 for _layer in LAYERS:
     if str(TESTS / _layer) not in sys.path:
         sys.path.append(str(TESTS / _layer))
