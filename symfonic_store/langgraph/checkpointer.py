@@ -49,6 +49,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 from .. import validation
 from ..db.backends import backend_of
 from ..db.translate import translate_errors
+from ..errors import DatabaseError
 from ..store.plan import Op
 from ..store.runner import is_async_store
 from .async_checkpointer import AsyncStoreCheckpointer
@@ -61,6 +62,7 @@ from .saver_steps import (
     _strategy,
     _task_record,
     _thread_ids,
+    waited,
 )
 from .saver_writer import _read, _sqlite_writer
 
@@ -128,12 +130,20 @@ class StoreCheckpointer(_Checkpointer):
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         recorded = []
+        replaced = None
         args = moved(config, metadata)
         if args is not None:
             t, c, ns, source, actor = args
             recorded = self._collect("record_checkpoint_moved", t, c, ns, source=source, actor=actor)
+            replaced = (t, c)
         flight: list[str] = []
         try:
+            try:
+                return self._run(self._put(config, checkpoint, metadata, new_versions, recorded, flight, replaced))
+            except DatabaseError as exc:
+                if not waited(exc):
+                    raise
+            # The thread waited at the checkpoint replaced: the step again, with its records.
             return self._run(self._put(config, checkpoint, metadata, new_versions, recorded, flight))
         finally:
             self._steps.landed(flight)
