@@ -103,7 +103,8 @@ def _postgres_classes() -> tuple[type[Any], type[Any]]:
 
         @contextmanager
         def _cursor(self, *, pipeline: bool = False) -> Iterator[Any]:
-            with self.conn.cursor(binary=True, row_factory=dict_row) as cur:
+            conn: Any = self.conn  # bound: one of the store's psycopg connections, never a pool
+            with conn.cursor(binary=True, row_factory=dict_row) as cur:
                 yield cur
 
     _POSTGRES_CLASSES = (_PostgresSql, AsyncPostgresSaver)

@@ -28,7 +28,7 @@ from symfonic_store import InterruptStore
 from symfonic_store.langgraph import checkpointer as own
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: bench/
-from bench.roundtrips import RoundTrips  # noqa: E402
+from bench.roundtrips import RoundTrips
 
 pytestmark = pytest.mark.postgres
 
