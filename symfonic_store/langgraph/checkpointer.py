@@ -25,6 +25,14 @@ What commits with a step (SPEC §8; docs/reliability.md):
 Admissions do not wait for a step: ``store.resume`` and the gateway's claim commit
 before the graph runs, so two racing answers are decided by the database at once.
 
+On PostgreSQL a step is one pipelined transaction: a ``put`` or ``put_writes`` with
+nothing deferred sends its BEGIN, the writers' lock, LangGraph's statements and the
+COMMIT together, one round trip as ``PostgresSaver``'s own. A ``put`` asks what the
+thread waited on at the checkpoint it replaces in the same trip, as a statement that
+fails the transaction when the answer is yes; the step then runs again with its records.
+A step that carries events takes three (the lock of the thread's steps; LangGraph's
+statements with the thread's head; the events with the COMMIT).
+
 The savers lack ``copy_thread`` and ``delete_for_runs`` (and ``prune`` on SQLite);
 they are implemented on the same tables (:mod:`symfonic_store.db.checkpoints`). None of
 them, nor ``delete_thread``, deletes an event: the audit and replay of a thread outlive
