@@ -67,9 +67,10 @@ def waits_at(conn: Connection, thread_id: str, checkpoint_id: str, breakpoint_id
 
 
 def fail_if_waited(conn: Connection, thread_id: str, checkpoint_id: str, breakpoint_id: str) -> None:
-    """:func:`waits_at` as a statement whose result nobody reads: it fails (invalid
-    integer :data:`WAITED`), and its transaction with it, when the answer is yes. Sent
-    in a pipeline with the COMMIT, it spares the round trip of asking first."""
+    """:func:`waits_at` as a statement whose result nobody reads: on PostgreSQL it fails
+    (invalid integer :data:`WAITED`), and its transaction with it, when the answer is
+    yes. Sent in a pipeline with the COMMIT, it spares the round trip of asking first.
+    (SQLite casts any text to an integer: there, ask :func:`waits_at`.)"""
     params = {"t": thread_id, "c": checkpoint_id, "i": breakpoint_id}
     executor_for(conn).write(conn, _FAIL_IF_WAITED, [params])
 
