@@ -25,6 +25,14 @@ What commits with a step (SPEC §8; docs/reliability.md):
 Admissions do not wait for a step: ``store.resume`` and the gateway's claim commit
 before the graph runs, so two racing answers are decided by the database at once.
 
+On PostgreSQL a step is one pipelined transaction: a ``put`` or ``put_writes`` with
+nothing deferred sends its BEGIN, the writers' lock, LangGraph's statements and the
+COMMIT together, one round trip as ``PostgresSaver``'s own. A ``put`` asks what the
+thread waited on at the checkpoint it replaces in the same trip, as a statement that
+fails the transaction when the answer is yes; the step then runs again with its records.
+A step that carries events takes three (the lock of the thread's steps; LangGraph's
+statements with the thread's head; the events with the COMMIT).
+
 The savers lack ``copy_thread`` and ``delete_for_runs`` (and ``prune`` on SQLite);
 they are implemented on the same tables (:mod:`symfonic_store.db.checkpoints`). None of
 them, nor ``delete_thread``, deletes an event: the audit and replay of a thread outlive
@@ -49,6 +57,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 from .. import validation
 from ..db.backends import backend_of
 from ..db.translate import translate_errors
+from ..errors import DatabaseError
 from ..store.plan import Op
 from ..store.runner import is_async_store
 from .async_checkpointer import AsyncStoreCheckpointer
@@ -61,6 +70,7 @@ from .saver_steps import (
     _strategy,
     _task_record,
     _thread_ids,
+    waited,
 )
 from .saver_writer import _read, _sqlite_writer
 from .served_records import update_closing
@@ -129,6 +139,7 @@ class StoreCheckpointer(_Checkpointer):
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         recorded = []
+        replaced = None
         args = moved(config, metadata)
         if args is not None:
             t, c, ns, source, actor = args
@@ -136,8 +147,15 @@ class StoreCheckpointer(_Checkpointer):
                 "record_checkpoint_moved", t, c, ns, source=source, actor=actor,
                 **update_closing(metadata, checkpoint, new_versions),
             )
+            replaced = (t, c)
         flight: list[str] = []
         try:
+            try:
+                return self._run(self._put(config, checkpoint, metadata, new_versions, recorded, flight, replaced))
+            except DatabaseError as exc:
+                if not waited(exc):
+                    raise
+            # The thread waited at the checkpoint replaced: the step again, with its records.
             return self._run(self._put(config, checkpoint, metadata, new_versions, recorded, flight))
         finally:
             self._steps.landed(flight)

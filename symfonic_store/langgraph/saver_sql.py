@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -69,22 +68,47 @@ class _AwaitingSqlite:
         return _await(self._connection.execute(sql, *parameters))
 
 
-def _postgres_classes() -> tuple[type[Any], type[Any]]:
-    """PostgresSaver and AsyncPostgresSaver (psycopg loaded on demand).
+_POSTGRES_CLASSES: tuple[type[Any], type[Any]] | None = None
 
-    Used as they are: bound to the store's connection (``conn``), their ``_cursor`` runs
-    their SQL in the store's open transaction (its pipeline, or its ``conn.transaction()``
-    savepoint where pipelines are unsupported), under the bound copy's own ``lock``.
+
+def _postgres_classes() -> tuple[type[Any], type[Any]]:
+    """``PostgresSaver`` bound (:class:`_PostgresSql`'s shape) and ``AsyncPostgresSaver``
+    (psycopg loaded on demand).
+
+    ``PostgresSaver`` runs a ``put``'s statements in a pipeline of its own, synced when it
+    ends: inside the store's pipelined transaction that is two round trips more (a Sync
+    entering, one leaving). Bound, its ``_cursor`` is a plain cursor on the store's
+    connection: the statements join the store's transaction (and its pipeline, when it
+    has one), so a step's BEGIN, writers' lock, LangGraph's writes and COMMIT travel
+    together. ``AsyncPostgresSaver`` is used as it is (the asyncio store's transactions
+    run through SQLAlchemy, not in a pipeline), under the bound copy's own ``lock``.
     """
+    global _POSTGRES_CLASSES
+    if _POSTGRES_CLASSES is not None:
+        return _POSTGRES_CLASSES
     try:
         from langgraph.checkpoint.postgres import PostgresSaver
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        from psycopg.rows import dict_row
     except ImportError as exc:  # pragma: no cover - the postgres extra names it
         raise ImportError(
             "store.checkpointer() on PostgreSQL needs langgraph-checkpoint-postgres and "
             "psycopg: pip install 'symfonic-store[postgres]'"
         ) from exc
-    return PostgresSaver, AsyncPostgresSaver
+
+    class _PostgresSql(PostgresSaver):
+        """``PostgresSaver``'s SQL on the connection it is bound to, in the caller's
+        transaction: no pipeline or savepoint of its own, no lock (one caller per
+        connection)."""
+
+        @contextmanager
+        def _cursor(self, *, pipeline: bool = False) -> Iterator[Any]:
+            conn: Any = self.conn  # bound: one of the store's psycopg connections, never a pool
+            with conn.cursor(binary=True, row_factory=dict_row) as cur:
+                yield cur
+
+    _POSTGRES_CLASSES = (_PostgresSql, AsyncPostgresSaver)
+    return _POSTGRES_CLASSES
 
 
 class _Sql:
@@ -129,8 +153,6 @@ class _Sql:
         else:
             saver = copy.copy(self._template)
             saver.conn = conn.connection.dbapi_connection
-            if self.backend.checkpoint_saver == "postgres":
-                saver.lock = threading.Lock()
         info[self] = saver
         return saver
 

@@ -22,7 +22,9 @@ from ..compat import CONFIG_KEY_CHECKPOINTER as CHECKPOINTER_KEY
 from ..compat import CONFIG_KEY_TASK_ID as TASK_ID_KEY
 from ..compat import INTERRUPT, NS_SEP
 from ..db import checkpoints as tables
-from ..errors import InvalidInputError
+from ..db.executor import state_of
+from ..db.statements.native import WAITED, fail_if_waited
+from ..errors import DatabaseError, InvalidInputError
 from ..store import admission
 from ..store.plan import Op
 from ..store.steps import Step, StepWrites, deferring
@@ -32,8 +34,6 @@ from .saver_sql import _Sql
 
 if TYPE_CHECKING:
     from ..store import AsyncInterruptStore, InterruptStore
-
-
 
 
 GRAPH_KEY = "symfonic_graph"
@@ -101,6 +101,11 @@ def _waits_of(head: CheckpointTuple | None) -> list[dict[str, Any]]:
 
 
 
+def waited(exc: BaseException) -> bool:
+    """Did a step's transaction fail on :func:`fail_if_waited` (run it again in full)?"""
+    return isinstance(exc, DatabaseError) and not exc.outcome_unknown and WAITED in str(exc)
+
+
 class _Checkpointer(BaseCheckpointSaver[str]):
     """What both twins share: the bound SQL, the deferred writes, the transactions."""
 
@@ -148,6 +153,7 @@ class _Checkpointer(BaseCheckpointSaver[str]):
         records: list[Op[Any]],
         waiting: tuple[str, Callable[[], list[Op[Any]]]] | None = None,
         flight: list[str] | None = None,
+        replaced: tuple[str, str] | None = None,
     ) -> Op[Any]:
         """One write transaction: LangGraph's SQL, then the store's writes, one COMMIT.
 
@@ -158,6 +164,13 @@ class _Checkpointer(BaseCheckpointSaver[str]):
         any, the thread's id is added to ``flight``: the caller hands it to
         :meth:`StepWrites.landed` once the transaction ended, and until then the thread's
         other step transactions wait for this one (the lock), never commit beside it.
+
+        ``replaced`` is ``(thread_id, checkpoint_id)`` when ``records`` are what a new
+        checkpoint records of the one it replaces (``record_checkpoint_moved``). In a
+        pipelined transaction (PostgreSQL's) that takes no deferred writes their
+        read-only check becomes :func:`fail_if_waited`, sent with the COMMIT: the step
+        is one round trip, and when the thread did wait there the transaction fails
+        with :func:`waited` and the caller runs it again without ``replaced``.
         """
         taken: list[Op[Any]] | None = None
 
@@ -177,6 +190,11 @@ class _Checkpointer(BaseCheckpointSaver[str]):
                 self._sql.backend.lock_thread_steps(conn, waiting[0])  # a retry holds the same records
             # Taken first: if LangGraph's SQL fails, they go with the transaction.
             result = sql_work(conn)
+            if replaced is not None and not taken and state_of(conn).pipeline is not None:
+                # Nothing is read: the records' check fails the transaction instead.
+                thread_id, checkpoint_id = replaced
+                fail_if_waited(conn, thread_id, checkpoint_id, native.BREAKPOINT_PREFIX + checkpoint_id)
+                return result
             for op in (*taken, *records):
                 # The read-only check first: most steps leave nothing to close or mint.
                 if op.settled is None or not op.settled(conn)[0]:
@@ -186,7 +204,14 @@ class _Checkpointer(BaseCheckpointSaver[str]):
         return Op(work, write=True)
 
     def _put(
-        self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any, recorded: list[Op[Any]], flight: list[str]
+        self,
+        config: Any,
+        checkpoint: Any,
+        metadata: Any,
+        new_versions: Any,
+        recorded: list[Op[Any]],
+        flight: list[str],
+        replaced: tuple[str, str] | None = None,
     ) -> Op[Any]:
         thread_id = _thread_id(config)
         ns = str(config["configurable"].get("checkpoint_ns") or "")
@@ -200,6 +225,7 @@ class _Checkpointer(BaseCheckpointSaver[str]):
                 ),
             ),
             flight,
+            replaced if recorded else None,
         )
 
     def _put_writes(

@@ -75,9 +75,12 @@ def test_sqlite_saver_runs_all_its_sql_through_cursor() -> None:
     assert SqliteSaver(None).is_setup is False  # type: ignore[arg-type]  # what setup() sets
 
 
-def test_postgres_savers_are_used_unchanged_on_the_attributes_the_store_binds() -> None:
-    """PostgresSaver and AsyncPostgresSaver are not subclassed: the store binds each copy's
-    ``conn`` and ``lock``, which their ``_cursor`` (pipeline, transaction fallback) uses."""
+def test_postgres_savers_get_their_cursor_where_the_store_binds_it() -> None:
+    """PostgresSaver is subclassed on one private method, ``_cursor``, where each of its
+    statements gets its cursor (binary, dict rows): bound, the statements join the store's
+    transaction and pipeline instead of a pipeline of their own. AsyncPostgresSaver is not
+    subclassed: the store binds each copy's ``conn`` and ``lock``, which its ``_cursor``
+    (pipeline, transaction fallback) uses."""
     import inspect
 
     from langgraph.checkpoint.postgres import PostgresSaver
@@ -85,11 +88,16 @@ def test_postgres_savers_are_used_unchanged_on_the_attributes_the_store_binds() 
 
     from symfonic_store.langgraph import saver_sql as checkpointer
 
-    assert checkpointer._postgres_classes() == (PostgresSaver, AsyncPostgresSaver)
+    bound, async_class = checkpointer._postgres_classes()
+    assert bound.__mro__[1] is PostgresSaver and async_class is AsyncPostgresSaver
+    assert {name for name in vars(bound) if not name.startswith("__")} == {"_cursor"}
+    for name in ("put", "put_writes", "delete_thread", "get_tuple", "list", "setup"):
+        assert "self._cursor(" in inspect.getsource(getattr(PostgresSaver, name)), name
+    assert "conn.cursor(binary=True, row_factory=dict_row)" in inspect.getsource(PostgresSaver._cursor)
+    source = inspect.getsource(AsyncPostgresSaver._cursor)
+    assert "self.lock" in source and "get_connection(self.conn)" in source
+    assert "conn.pipeline()" in source and "conn.transaction()" in source
     for cls in (PostgresSaver, AsyncPostgresSaver):
-        source = inspect.getsource(cls._cursor)
-        assert "self.lock" in source and "get_connection(self.conn)" in source, cls
-        assert "conn.pipeline()" in source and "conn.transaction()" in source, cls
         assert list(inspect.signature(cls.__init__).parameters)[:2] == ["self", "conn"], cls
-    saver = PostgresSaver(None, serde=checkpointer.serializer())  # type: ignore[arg-type]
+    saver = bound(None, serde=checkpointer.serializer())
     assert saver.pipe is None and hasattr(saver, "lock") and hasattr(saver, "supports_pipeline")

@@ -263,7 +263,8 @@ class PostgresBackend(Backend):
 
     def lock_thread_steps(self, conn: Connection, thread_id: str) -> None:
         # A lock on the thread id, not its projection row: a new thread has no row yet.
-        conn.execute(_LOCK_THREAD_STEPS, {"t": thread_id})
+        # Through the executor: on the fast path the transaction keeps its pipeline.
+        self.executor_for(conn).fetch(conn, _LOCK_THREAD_STEPS, {"t": thread_id})
 
     def writers_shut_out(self, conn: Connection) -> AbstractContextManager[None]:
         """The writers' lock taken EXCLUSIVE at session level (it waits for every write

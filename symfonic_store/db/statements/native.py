@@ -29,19 +29,21 @@ _LOAD_OPEN = (
     .where(open_interrupts.c.thread_id == sa.bindparam("t"))
     .order_by(open_interrupts.c.minted_at, open_interrupts.c.interrupt_id)
 )
-_WAITS_AT = sa.select(
-    sa.or_(
-        sa.exists().where(
-            open_interrupts.c.thread_id == sa.bindparam("t"),
-            open_interrupts.c.checkpoint_id == sa.bindparam("c"),
-        ),
-        sa.exists().where(
-            events.c.thread_id == sa.bindparam("t"),
-            events.c.interrupt_id == sa.bindparam("i"),
-            events.c.type == MINTED,
-        ),
-    )
+_WAITS = sa.or_(
+    sa.exists().where(
+        open_interrupts.c.thread_id == sa.bindparam("t"),
+        open_interrupts.c.checkpoint_id == sa.bindparam("c"),
+    ),
+    sa.exists().where(
+        events.c.thread_id == sa.bindparam("t"),
+        events.c.interrupt_id == sa.bindparam("i"),
+        events.c.type == MINTED,
+    ),
 )
+_WAITS_AT = sa.select(_WAITS)
+WAITED = "symfonic-store: waited at the replaced checkpoint"
+"""In the error :func:`fail_if_waited` raises (an integer cast of this text)."""
+_FAIL_IF_WAITED = sa.select(sa.cast(sa.case((_WAITS, sa.literal_column(f"'{WAITED}'"))), sa.Integer))
 _LOAD_CLAIMS = sa.select(
     claims.c.interrupt_id,
     claims.c.actor,
@@ -62,6 +64,15 @@ def waits_at(conn: Connection, thread_id: str, checkpoint_id: str, breakpoint_id
     breakpoint (``breakpoint_id``) minted? One round trip: asked on every checkpoint."""
     params = {"t": thread_id, "c": checkpoint_id, "i": breakpoint_id}
     return bool(executor_for(conn).fetch(conn, _WAITS_AT, params)[0][0])
+
+
+def fail_if_waited(conn: Connection, thread_id: str, checkpoint_id: str, breakpoint_id: str) -> None:
+    """:func:`waits_at` as a statement whose result nobody reads: on PostgreSQL it fails
+    (invalid integer :data:`WAITED`), and its transaction with it, when the answer is
+    yes. Sent in a pipeline with the COMMIT, it spares the round trip of asking first.
+    (SQLite casts any text to an integer: there, ask :func:`waits_at`.)"""
+    params = {"t": thread_id, "c": checkpoint_id, "i": breakpoint_id}
+    executor_for(conn).write(conn, _FAIL_IF_WAITED, [params])
 
 
 def insert_open_interrupts(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
