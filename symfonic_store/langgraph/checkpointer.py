@@ -153,7 +153,7 @@ class StoreCheckpointer(_Checkpointer):
             try:
                 return self._run(self._put(config, checkpoint, metadata, new_versions, recorded, flight, replaced))
             except DatabaseError as exc:
-                if not waited(exc):
+                if not waited(exc, self._sql.backend):
                     raise
             # The thread waited at the checkpoint replaced: the step again, with its records.
             return self._run(self._put(config, checkpoint, metadata, new_versions, recorded, flight))

@@ -23,7 +23,7 @@ from ..compat import CONFIG_KEY_TASK_ID as TASK_ID_KEY
 from ..compat import INTERRUPT, NS_SEP
 from ..db import checkpoints as tables
 from ..db.executor import state_of
-from ..db.statements.native import WAITED, fail_if_waited
+from ..db.statements.native import WAITED_SQLSTATE, fail_if_waited
 from ..errors import DatabaseError, InvalidInputError
 from ..store import admission
 from ..store.plan import Op
@@ -33,6 +33,7 @@ from .recording import observed
 from .saver_sql import _Sql
 
 if TYPE_CHECKING:
+    from ..db.backends.base import Backend
     from ..store import AsyncInterruptStore, InterruptStore
 
 
@@ -101,9 +102,14 @@ def _waits_of(head: CheckpointTuple | None) -> list[dict[str, Any]]:
 
 
 
-def waited(exc: BaseException) -> bool:
-    """Did a step's transaction fail on :func:`fail_if_waited` (run it again in full)?"""
-    return isinstance(exc, DatabaseError) and not exc.outcome_unknown and WAITED in str(exc)
+def waited(exc: BaseException, backend: Backend) -> bool:
+    """Did a step's transaction fail on :func:`fail_if_waited` (run it again in full)?
+    Read from the driver's error code (the store's error keeps the driver's as its cause)."""
+    if not isinstance(exc, DatabaseError) or exc.outcome_unknown:
+        return False
+    orig = getattr(exc.__cause__, "orig", None)
+    code = backend.driver_code(orig) if orig is not None else None
+    return code is not None and code.code == WAITED_SQLSTATE
 
 
 class _Checkpointer(BaseCheckpointSaver[str]):

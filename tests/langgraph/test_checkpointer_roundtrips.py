@@ -100,8 +100,8 @@ def test_a_new_checkpoint_after_one_the_thread_waited_at_runs_again_with_its_rec
     seen: list[bool] = []
     real = own.waited
 
-    def spied(exc: BaseException) -> bool:
-        seen.append(real(exc))
+    def spied(exc: BaseException, backend: Any) -> bool:
+        seen.append(real(exc, backend))
         return seen[-1]
 
     monkeypatch.setattr(own, "waited", spied)

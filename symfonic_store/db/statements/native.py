@@ -41,9 +41,10 @@ _WAITS = sa.or_(
     ),
 )
 _WAITS_AT = sa.select(_WAITS)
-WAITED = "symfonic-store: waited at the replaced checkpoint"
-"""In the error :func:`fail_if_waited` raises (an integer cast of this text)."""
-_FAIL_IF_WAITED = sa.select(sa.cast(sa.case((_WAITS, sa.literal_column(f"'{WAITED}'"))), sa.Integer))
+WAITED_SQLSTATE = "22012"
+"""The code :func:`fail_if_waited` fails with (division_by_zero: no other statement of a
+step divides), read by code, never from the message."""
+_FAIL_IF_WAITED = sa.select(sa.literal_column("1") / sa.case((_WAITS, 0), else_=1))
 _LOAD_CLAIMS = sa.select(
     claims.c.interrupt_id,
     claims.c.actor,
@@ -68,9 +69,9 @@ def waits_at(conn: Connection, thread_id: str, checkpoint_id: str, breakpoint_id
 
 def fail_if_waited(conn: Connection, thread_id: str, checkpoint_id: str, breakpoint_id: str) -> None:
     """:func:`waits_at` as a statement whose result nobody reads: on PostgreSQL it fails
-    (invalid integer :data:`WAITED`), and its transaction with it, when the answer is
-    yes. Sent in a pipeline with the COMMIT, it spares the round trip of asking first.
-    (SQLite casts any text to an integer: there, ask :func:`waits_at`.)"""
+    (SQLSTATE :data:`WAITED_SQLSTATE`, a division by zero), and its transaction with it,
+    when the answer is yes. Sent in a pipeline with the COMMIT, it spares the round trip
+    of asking first. (SQLite divides by zero into NULL: there, ask :func:`waits_at`.)"""
     params = {"t": thread_id, "c": checkpoint_id, "i": breakpoint_id}
     executor_for(conn).write(conn, _FAIL_IF_WAITED, [params])
 
