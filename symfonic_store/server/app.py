@@ -1,10 +1,11 @@
 """``create_app``: the approval service as an ASGI application (Starlette).
 
-The store is synchronous: every store and gateway call runs in Starlette's worker
-threads (``run_in_threadpool``), never on the event loop. The synchronous store is
-the one a ``--graph`` module's graph and checkpointer work with (a graph compiled
-with ``SqliteSaver``/``PostgresSaver`` is answered through ``gateway.answer``), and
-one store object then serves both the seed markers and the gateways.
+The store is synchronous: every store and gateway call runs in a worker thread, never
+on the event loop, a bounded number at a time in arrival order (:mod:`.lanes`). The
+synchronous store is the one a ``--graph`` module's graph and checkpointer work with (a
+graph compiled with ``SqliteSaver``/``PostgresSaver`` is answered through
+``gateway.answer``), and one store object then serves both the seed markers and the
+gateways.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from . import api
 from .approvals import Approvals, BadRequest
 from .auth import Authenticator, Network
 from .inbox import audit_page, pages
+from .lanes import DEFAULT_STORE_THREADS, Lanes
 from .limits import RateLimits
 from .metrics import ServiceMetrics
 from .policy import Policy
@@ -136,6 +138,7 @@ def create_app(
     trusted_proxies: Iterable[Network] = (),
     secure_cookies: bool = False,
     poll_interval: float = 0.5,
+    store_threads: int = DEFAULT_STORE_THREADS,
 ) -> Starlette:
     """The approval service on ``store``: the JSON API, the web inbox, health and metrics.
 
@@ -159,6 +162,10 @@ def create_app(
         secure_cookies: mark cookies ``Secure`` even when the request came over plain
             HTTP (behind a proxy that terminates TLS).
         poll_interval: how often, in seconds, the event stream looks for new events.
+        store_threads: store calls running at once, each in a worker thread on a pooled
+            connection (keep it within the engine's pool: 5 plus 10 overflow by
+            default); further requests wait their turn on the event loop. On SQLite,
+            answers also take turns among themselves (:mod:`.lanes`).
 
     Raises:
         InvalidInputError: a bad policy, two graphs of one name, or something that is
@@ -196,6 +203,7 @@ def create_app(
         secure_cookies=secure_cookies,
         poll_interval=poll_interval,
         templates=pages.environment(),
+        lanes=Lanes(threads=store_threads, one_writer=store.engine.dialect.name == "sqlite"),
     )
     routes = [
         Route("/healthz", api.healthz, methods=["GET", "HEAD"]),
