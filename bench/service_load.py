@@ -201,7 +201,7 @@ def process(command: list[str], marker: str) -> Iterator[str]:
             child.wait(timeout=30)
         errors = [line for line in log if "Traceback" in line or "ERROR" in line]
         if errors:
-            say(f"  ({command[2]} logged {len(errors)} error line(s); first: {errors[0].strip()})")
+            say(f"  ({command[2]} logged {len(errors)} error line(s); the last lines:\n{''.join(log[-12:])})")
 
 
 def service_command(url: str, tokens: Path) -> list[str]:
@@ -329,8 +329,6 @@ def summary(tally: Tally, seconds: float) -> str:
 
 
 def measure(label: str, url: str, folder: Path, *, clients: int, requests: int, rounds: int) -> None:
-    import httpx
-
     answers_needed = (rounds + 1) * (requests // ANSWER_EVERY)
     say(f"  {label}: seeding {answers_needed + 500:,} open interrupts ...")
     seeded = seed(url, answers_needed + 500)
@@ -347,21 +345,14 @@ def measure(label: str, url: str, folder: Path, *, clients: int, requests: int, 
                            list(reversed(seeded))),
         }
         tallies = {name: Tally() for name in targets}
-        loop = asyncio.new_event_loop()
-        limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-        client = httpx.AsyncClient(limits=limits, timeout=120, trust_env=False)
 
         def contender(name: str) -> Any:
             def batch(i: int) -> None:
                 tally = tallies[name] if i >= 1 else None  # the first round warms up
-                loop.run_until_complete(run_batch(client, targets[name], tokens, clients, requests, tally))
+                asyncio.run(run_batch(targets[name], tokens, clients, requests, tally))
             return batch
 
-        try:
-            batches = paired({name: contender(name) for name in targets}, rounds=rounds, warmup=1)
-        finally:
-            loop.run_until_complete(client.aclose())
-            loop.close()
+        batches = paired({name: contender(name) for name in targets}, rounds=rounds, warmup=1)
         left = len(store.list_pending())
     store.close()
     svc, peer = tallies["service"], tallies["peer"]

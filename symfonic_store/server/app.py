@@ -28,7 +28,7 @@ from . import api
 from .approvals import Approvals, BadRequest
 from .auth import Authenticator, Network
 from .inbox import audit_page, pages
-from .lanes import DEFAULT_STORE_THREADS, Lanes
+from .lanes import Lanes, default_threads
 from .limits import RateLimits
 from .metrics import ServiceMetrics
 from .policy import Policy
@@ -138,7 +138,7 @@ def create_app(
     trusted_proxies: Iterable[Network] = (),
     secure_cookies: bool = False,
     poll_interval: float = 0.5,
-    store_threads: int = DEFAULT_STORE_THREADS,
+    store_threads: int | None = None,
 ) -> Starlette:
     """The approval service on ``store``: the JSON API, the web inbox, health and metrics.
 
@@ -162,10 +162,11 @@ def create_app(
         secure_cookies: mark cookies ``Secure`` even when the request came over plain
             HTTP (behind a proxy that terminates TLS).
         poll_interval: how often, in seconds, the event stream looks for new events.
-        store_threads: store calls running at once, each in a worker thread on a pooled
-            connection (keep it within the engine's pool: 5 plus 10 overflow by
-            default); further requests wait their turn on the event loop. On SQLite,
-            answers also take turns among themselves (:mod:`.lanes`).
+        store_threads: reads of the store running at once, and answers running at once
+            (one on SQLite), each in a worker thread on a pooled connection; further
+            requests wait their turn on the event loop (:mod:`.lanes`). None: 2 on
+            SQLite, 6 on PostgreSQL. Twice this should stay within the engine's pool
+            (5 plus 10 overflow by default).
 
     Raises:
         InvalidInputError: a bad policy, two graphs of one name, or something that is
@@ -203,7 +204,10 @@ def create_app(
         secure_cookies=secure_cookies,
         poll_interval=poll_interval,
         templates=pages.environment(),
-        lanes=Lanes(threads=store_threads, one_writer=store.engine.dialect.name == "sqlite"),
+        lanes=Lanes(
+            threads=store_threads or default_threads(store.engine.dialect.name),
+            one_writer=store.engine.dialect.name == "sqlite",
+        ),
     )
     routes = [
         Route("/healthz", api.healthz, methods=["GET", "HEAD"]),
