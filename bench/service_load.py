@@ -19,7 +19,7 @@ the decision). No authentication. The ratio is the service's throughput over the
 the median of the per-round ratios.
 
     python -m bench service [--quick]
-    python -m bench.service_load [--quick] [--clients 200] [--requests 2000] [--rounds 5]
+    python -m bench.service_load [--quick] [--clients 200] [--requests 1000] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -69,11 +69,11 @@ def peer_app(url: str) -> Any:
 
     from symfonic_store.db.schema import open_interrupts, threads
 
-    engine = sa.create_engine(url)
-    if engine.dialect.name == "sqlite":
-        # What a plain app does on SQLite with writers: a busy timeout, and writes that
-        # take the lock at BEGIN rather than upgrading a read (which deadlocks).
-        engine = sa.create_engine(url, connect_args={"timeout": 5.0, "isolation_level": None})
+    sqlite = sa.make_url(url).get_backend_name() == "sqlite"
+    # What a plain app does on SQLite with writers: a busy timeout, and writes that take
+    # the lock at BEGIN rather than upgrading a read (which deadlocks).
+    engine = sa.create_engine(url, **({"connect_args": {"timeout": 5.0, "isolation_level": None}} if sqlite else {}))
+    if sqlite:
 
         @sa.event.listens_for(engine, "begin")
         def _begin(conn: Any) -> None:
@@ -380,15 +380,15 @@ def measure(label: str, url: str, folder: Path, *, clients: int, requests: int, 
 def main(argv: list[str] | None = None) -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--clients", type=int, default=200)
-    p.add_argument("--requests", type=int, help="requests per batch (default 2000; --quick 800)")
-    p.add_argument("--rounds", type=int, help="timed rounds (default 6; --quick 2)")
+    p.add_argument("--requests", type=int, help="requests per batch (default 1000; --quick 400)")
+    p.add_argument("--rounds", type=int, help="timed rounds (default 5; --quick 2)")
     p.add_argument("--peer", metavar="URL", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.peer:
         serve_peer(args.peer)
         return
-    requests = args.requests or (800 if args.quick else 2000)
-    rounds = args.rounds or (2 if args.quick else 6)
+    requests = args.requests or (400 if args.quick else 1000)
+    rounds = args.rounds or (2 if args.quick else 5)
     say(f"[11] service: {args.clients} concurrent clients, {requests:,} requests a batch "
         f"(one in {ANSWER_EVERY} an answer), {rounds} rounds against a plain Starlette peer")
     with scratch_dir() as tmp:
