@@ -35,6 +35,7 @@ BENCHMARKS = {
     "postgres": "bench.pg_writers",
     "checkpoints": "bench.checkpoints",
     "checkpoint": "bench.checkpoint",
+    "service": "bench.service_load",
 }
 
 

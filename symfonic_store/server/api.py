@@ -19,7 +19,6 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
@@ -94,7 +93,7 @@ async def list_interrupts(request: Request) -> Response:
     require(request, session=True)
     svc = service(request)
     try:
-        page = await run_in_threadpool(
+        page = await svc.lanes.run(
             svc.approvals.inbox,
             thread=query(request, "thread"),
             name=query(request, "name"),
@@ -122,7 +121,8 @@ async def interrupt_route(request: Request) -> Response:
 
 async def _show(request: Request, thread_id: str, interrupt_id: str) -> Response:
     require(request, session=True)
-    view = await run_in_threadpool(service(request).approvals.interrupt, thread_id, interrupt_id)
+    svc = service(request)
+    view = await svc.lanes.run(svc.approvals.interrupt, thread_id, interrupt_id)
     if view is None:
         raise Problem(404, f"interrupt {interrupt_id!r} on thread {thread_id!r} is unknown")
     return JSONResponse(view)
@@ -186,7 +186,7 @@ async def _answer(request: Request, thread_id: str, interrupt_id: str) -> Respon
     if not isinstance(digest, str) or not digest:
         raise Problem(400, "digest: required -- the digest of the interrupt as it was shown "
                       "(GET /api/interrupts lists it)")
-    result = await run_in_threadpool(
+    result = await svc.lanes.write(
         svc.approvals.answer, who, thread_id, interrupt_id, body.get("response"), digest
     )
     svc.metrics.answered(result.status)
@@ -205,7 +205,7 @@ async def audit(request: Request) -> Response:
         raise Problem(400, "format: must be json or csv")
     try:
         limit = page_limit(query(request, "limit"), default=100)
-        records = await run_in_threadpool(
+        records = await svc.lanes.run(
             svc.store.audit,
             thread_id=query(request, "thread"),
             actor=query(request, "actor"),
@@ -231,13 +231,14 @@ async def thread_events(request: Request) -> Response:
     if len(ids) != 2 or ids[1] != "events":
         raise Problem(404, "not found: /api/threads/{thread_id}/events")
     require(request, session=True)
-    store = service(request).store
+    svc = service(request)
+    store = svc.store
 
     def replay() -> list[dict[str, Any]]:
         return [{"event": e.as_dict(), "state": s} for e, s in store.replay(ids[0])]
 
     try:
-        steps = await run_in_threadpool(replay)
+        steps = await svc.lanes.run(replay)
     except InvalidInputError:
         steps = []
     if not steps:
@@ -249,7 +250,8 @@ async def events(request: Request) -> Response:
     require(request, session=True)
     after = _position(query(request, "after"), "after")
     limit = page_limit(query(request, "limit"), default=100)
-    page = await run_in_threadpool(service(request).store.events, after=after, limit=limit)
+    svc = service(request)
+    page = await svc.lanes.run(svc.store.events, after=after, limit=limit)
     return JSONResponse(
         {"items": [e.as_dict() for e in page], "next": page[-1].position if page else after}
     )
@@ -267,7 +269,7 @@ async def stream(request: Request) -> Response:
     resumed = request.headers.get("last-event-id")
     start = _position(resumed.strip() if resumed else query(request, "after"),
                       "Last-Event-ID" if resumed else "after")
-    first = await run_in_threadpool(svc.store.events, after=start, limit=STREAM_PAGE)
+    first = await svc.lanes.run(svc.store.events, after=start, limit=STREAM_PAGE)
 
     async def tail() -> AsyncIterator[str]:
         cursor, page = start, first
@@ -293,7 +295,7 @@ async def stream(request: Request) -> Response:
                     quiet_since = now
                 await asyncio.sleep(svc.poll_interval)
             try:
-                page = await run_in_threadpool(svc.store.events, after=cursor, limit=STREAM_PAGE)
+                page = await svc.lanes.run(svc.store.events, after=cursor, limit=STREAM_PAGE)
             except DatabaseError as exc:
                 if not is_unavailable(exc):
                     raise
@@ -312,14 +314,15 @@ async def stream(request: Request) -> Response:
 
 
 async def healthz(request: Request) -> Response:
-    store = service(request).store
+    svc = service(request)
+    store = svc.store
 
     def ping() -> None:
         # One projection row read: the database answers and the schema is the release's.
         store.pending(HEALTH_THREAD)
 
     try:
-        await run_in_threadpool(ping)
+        await svc.lanes.run(ping)
     except DatabaseError as exc:
         # Readiness, not liveness: this process is fine, its database is not. A balancer
         # sends the request elsewhere; restarting the process would not bring it back.
@@ -335,5 +338,6 @@ async def healthz(request: Request) -> Response:
 
 async def metrics(request: Request) -> Response:
     require(request, session=True)
-    text = await run_in_threadpool(service(request).metrics.render)
+    svc = service(request)
+    text = await svc.lanes.run(svc.metrics.render)
     return Response(text, media_type="text/plain; version=0.0.4; charset=utf-8")

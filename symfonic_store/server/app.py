@@ -1,10 +1,11 @@
 """``create_app``: the approval service as an ASGI application (Starlette).
 
-The store is synchronous: every store and gateway call runs in Starlette's worker
-threads (``run_in_threadpool``), never on the event loop. The synchronous store is
-the one a ``--graph`` module's graph and checkpointer work with (a graph compiled
-with ``SqliteSaver``/``PostgresSaver`` is answered through ``gateway.answer``), and
-one store object then serves both the seed markers and the gateways.
+The store is synchronous: every store and gateway call runs in a worker thread, never
+on the event loop, a bounded number at a time in arrival order (:mod:`.lanes`). The
+synchronous store is the one a ``--graph`` module's graph and checkpointer work with (a
+graph compiled with ``SqliteSaver``/``PostgresSaver`` is answered through
+``gateway.answer``), and one store object then serves both the seed markers and the
+gateways.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from . import api
 from .approvals import Approvals, BadRequest
 from .auth import Authenticator, Network
 from .inbox import audit_page, pages
+from .lanes import Lanes, default_threads
 from .limits import RateLimits
 from .metrics import ServiceMetrics
 from .policy import Policy
@@ -138,6 +140,7 @@ def create_app(
     secure_cookies: bool = False,
     poll_interval: float = 0.5,
     served: ServedGraphs | None = None,
+    store_threads: int | None = None,
 ) -> Starlette:
     """The approval service on ``store``: the JSON API, the web inbox, health and metrics.
 
@@ -163,6 +166,11 @@ def create_app(
         poll_interval: how often, in seconds, the event stream looks for new events.
         served: the Agent Server whose graphs' interrupts the service answers through
             ``langgraph-sdk`` (``--langgraph-url``, SPEC §13), or None.
+        store_threads: reads of the store running at once, and answers running at once
+            (one on SQLite), each in a worker thread on a pooled connection; further
+            requests wait their turn on the event loop (:mod:`.lanes`). None: 2 on
+            SQLite, 6 on PostgreSQL. Twice this should stay within the engine's pool
+            (5 plus 10 overflow by default).
 
     Raises:
         InvalidInputError: a bad policy, two graphs of one name, or something that is
@@ -200,6 +208,10 @@ def create_app(
         secure_cookies=secure_cookies,
         poll_interval=poll_interval,
         templates=pages.environment(),
+        lanes=Lanes(
+            threads=store_threads or default_threads(store.engine.dialect.name),
+            one_writer=store.engine.dialect.name == "sqlite",
+        ),
     )
     routes = [
         Route("/healthz", api.healthz, methods=["GET", "HEAD"]),

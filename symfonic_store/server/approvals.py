@@ -140,6 +140,25 @@ def _iso(moment: float | None) -> str | None:
         return None
 
 
+def _key(pending: Mapping[str, Any]) -> list[Any]:
+    """An open interrupt's cursor: when it was minted, its thread and its id."""
+    return [_number(pending.get("minted_at")) or 0.0, str(pending["thread_id"]), str(pending["interrupt_id"])]
+
+
+def _after(keyed: list[tuple[list[Any], Any]], cursor: list[Any]) -> list[tuple[list[Any], Any]]:
+    """What follows the cursor's interrupt in the store's order; when it is no longer
+    open, what follows its place (by when it was minted, then thread and id)."""
+    ids = [str(cursor[1]), str(cursor[2])]
+    for n, (key, _) in enumerate(keyed):
+        if key[1:] == ids:
+            return keyed[n + 1 :]
+    try:
+        bound = (float(cursor[0]), ids[0], ids[1])
+    except (TypeError, ValueError):
+        raise BadRequest("after: not a cursor this API handed out (use the 'next' of a page)") from None
+    return [(k, p) for k, p in keyed if (k[0], k[1], k[2]) > bound]
+
+
 @dataclass(frozen=True, slots=True)
 class Result:
     """An HTTP answer: the status and the JSON body."""
@@ -219,22 +238,23 @@ class Approvals:
         limit: int = DEFAULT_PAGE,
         after: str | None = None,
     ) -> dict[str, Any]:
-        """The open interrupts, oldest first, one page: ``{"items": [...], "next": cursor}``."""
+        """The open interrupts, oldest first, one page: ``{"items": [...], "next": cursor}``.
+
+        In the store's order (``list_pending``: by the time each was minted, then thread
+        and interrupt). The first page of the whole inbox -- what an inbox shows, and
+        reads most -- asks the store for one more than a page (its indexes find them);
+        a filtered page or a later one reads the open interrupts and pages them here.
+        """
         now = time.time()
-        pending = self.store.list_pending(older_than=older_than)
-        keyed = []
-        for p in pending:
-            if thread is not None and p["thread_id"] != thread:
-                continue
-            if name is not None and p.get("name") != name:
-                continue
-            key = [_number(p.get("minted_at")) or 0.0, str(p["thread_id"]), str(p["interrupt_id"])]
-            keyed.append((key, p))
-        keyed.sort(key=lambda pair: (pair[0][0], pair[0][1], pair[0][2]))
+        bounded = thread is None and name is None and after is None
+        pending = self.store.list_pending(older_than=older_than, limit=limit + 1 if bounded else None)
+        keyed = [
+            (_key(p), p)
+            for p in pending
+            if (thread is None or p["thread_id"] == thread) and (name is None or p.get("name") == name)
+        ]
         if after is not None:
-            start = decode_cursor(after, 3)
-            bound = (float(start[0]), str(start[1]), str(start[2]))
-            keyed = [(k, p) for k, p in keyed if (k[0], k[1], k[2]) > bound]
+            keyed = _after(keyed, decode_cursor(after, 3))
         page = keyed[:limit]
         items = [self.item(p, now) for _, p in page]
         return {"items": items, "next": encode_cursor(page[-1][0]) if len(keyed) > limit else None}

@@ -12,6 +12,7 @@ from starlette.requests import HTTPConnection, Request
 
 from .approvals import Approvals
 from .auth import Authenticator, Network
+from .lanes import Lanes
 from .limits import RateLimits, SlidingWindow
 from .metrics import ServiceMetrics
 from .principal import AUTHENTICATED_BY, Principal
@@ -64,6 +65,8 @@ class Service:
     secure_cookies: bool = False
     poll_interval: float = 0.5
     templates: Any = field(default=None)
+    lanes: Lanes = field(default_factory=Lanes)
+    """The worker threads the store's calls run in (:mod:`.lanes`)."""
 
     @property
     def store(self) -> Any:

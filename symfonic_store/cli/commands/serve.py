@@ -194,7 +194,9 @@ def serve(
             log_level="info",
         )
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family=family)
+        # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on sockets that say so, and
+        # without it a keep-alive response (headers, then body) waits ~40 ms for an ACK.
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host.strip("[]"), port))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -30,7 +29,7 @@ async def audit_page(request: Request) -> Response:
     chosen = {name: query(request, name) for name in FILTERS}
     try:
         limit = page_limit(query(request, "limit"), default=DEFAULT_PAGE)
-        records = await run_in_threadpool(
+        records = await svc.lanes.run(
             svc.store.audit,
             thread_id=chosen["thread"],
             actor=chosen["actor"],

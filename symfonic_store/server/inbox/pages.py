@@ -14,7 +14,6 @@ from typing import Any
 from urllib.parse import parse_qsl, quote
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
@@ -223,8 +222,8 @@ async def index(request: Request) -> Response:
     svc = service(request)
     # The stream's starting point first, then the page: an event in between is after
     # the cursor, so it refreshes the page instead of being missed.
-    after = await run_in_threadpool(svc.metrics.tail.catch_up, 0.5)
-    page = await run_in_threadpool(svc.approvals.inbox, limit=500)
+    after = await svc.lanes.run(svc.metrics.tail.catch_up, 0.5)
+    page = await svc.lanes.run(svc.approvals.inbox, limit=500)
     return render(request, "inbox.html", who=who, title="Inbox", items=page["items"],
                   more=page["next"] is not None, after=after)
 
@@ -299,14 +298,14 @@ async def _show(
     edited: dict[str, str] | None = None,
 ) -> Response:
     svc = service(request)
-    after = await run_in_threadpool(svc.metrics.tail.catch_up, 0.5)
-    view = await run_in_threadpool(svc.approvals.interrupt, thread_id, interrupt_id)
+    after = await svc.lanes.run(svc.metrics.tail.catch_up, 0.5)
+    view = await svc.lanes.run(svc.approvals.interrupt, thread_id, interrupt_id)
     if view is None:
         return render(request, "error.html", who=who, status=404, title="Unknown interrupt",
                       message=f"There is no interrupt {interrupt_id!r} on thread {thread_id!r}.")
     waiting = []
     if view["status"] != "pending":
-        waiting = await run_in_threadpool(svc.store.open_interrupts, thread_id)
+        waiting = await svc.lanes.run(svc.store.open_interrupts, thread_id)
     # Asked of the policy that refuses an answer, so the page never offers a button
     # whose click would only be refused and recorded. Looking writes nothing.
     forbidden = None
@@ -345,15 +344,15 @@ async def _answer(request: Request, thread_id: str, interrupt_id: str) -> Respon
             return await _show(request, who, thread_id, interrupt_id, status=400, draft=text,
                                error="The answer is not JSON (a string needs quotes: \"yes\").")
     elif kind == "edit":
-        record = await run_in_threadpool(_record, svc, thread_id, interrupt_id)
+        record = await svc.lanes.run(_record, svc, thread_id, interrupt_id)
         try:
             response = edits.edit_answer((record or {}).get("payload"), form, reject_message=REJECTED)
         except edits.BadEdit as exc:
             return await _show(request, who, thread_id, interrupt_id, status=400, error=str(exc),
                                edited=edits.drafts(form))
     else:
-        response = await run_in_threadpool(svc.approvals.decision, thread_id, interrupt_id, kind == "approve")
-    result = await run_in_threadpool(
+        response = await svc.lanes.run(svc.approvals.decision, thread_id, interrupt_id, kind == "approve")
+    result = await svc.lanes.write(
         svc.approvals.answer, who, thread_id, interrupt_id, response, form.get("digest", "")
     )
     svc.metrics.answered(result.status)
@@ -390,11 +389,11 @@ async def thread_page(request: Request) -> Response:
         except InvalidInputError:
             return []  # an id no thread can have
 
-    after = await run_in_threadpool(svc.metrics.tail.catch_up, 0.5)
-    history = await run_in_threadpool(load)
+    after = await svc.lanes.run(svc.metrics.tail.catch_up, 0.5)
+    history = await svc.lanes.run(load)
     if not history:
         return render(request, "error.html", who=who, status=404, title="Unknown thread",
                       message=f"Thread {thread_id!r} has no events.")
-    opened = {o["interrupt_id"] for o in await run_in_threadpool(svc.store.open_interrupts, thread_id)}
+    opened = {o["interrupt_id"] for o in await svc.lanes.run(svc.store.open_interrupts, thread_id)}
     return render(request, "thread.html", who=who, title=f"Thread {thread_id}", thread_id=thread_id,
                   timeline=[describe(e) for e in history], opened=opened, after=after)
