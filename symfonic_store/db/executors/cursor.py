@@ -214,6 +214,16 @@ class CursorExecutor(Executor):
         except self._error as exc:
             raise self._driver_error(conn, prepared.sql, many, exc) from exc
 
+    def write_counted(self, conn: Connection, stmt: sa.Executable, row: Mapping[str, Any]) -> int:
+        prepared = self.prepare(cast(sa.ClauseElement, stmt))
+        args = self._args(prepared, row)
+        try:
+            cursor = self._cursors(conn)[1]
+            cursor.execute(prepared.sql, args)
+            return int(cursor.rowcount)
+        except self._error as exc:
+            raise self._driver_error(conn, prepared.sql, args, exc) from exc
+
     # --- transactions on the driver ---------------------------------------------
     #
     # SQLAlchemy's ``commit`` and ``rollback`` events still fire, just before the driver

@@ -9,8 +9,10 @@ results at once.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ...compat import fire_commit
@@ -39,6 +41,12 @@ class PostgresCursorExecutor(CursorExecutor):
         import psycopg
 
         self._pipelines = psycopg.Pipeline.is_supported()
+
+    def call_once(self, conn: Connection, stmt: sa.Select[Any], params: Mapping[str, Any]) -> Any:
+        # In autocommit: the call is its own transaction, one round trip. The commit
+        # listeners hear of it first, as of any commit of the store's.
+        fire_commit(conn)
+        return self.fetch(conn, stmt, params)[0][0]
 
     def begin(self, conn: Connection, *, write: bool, appends: bool = True) -> Any:
         # A read needs no transaction: under READ COMMITTED each statement reads its own
