@@ -209,8 +209,9 @@ class _Port:
         self.operations = operations
         """The store's table of operations (:class:`~.ops.Operations`): its plans."""
         self._schema_ok = False
-        self.heads = Heads()
-        """The heads of the threads this store wrote last (the single-append path)."""
+        self.heads: Heads | None = Heads()
+        """The heads of the threads this store wrote last (the single-append path);
+        None: every write takes the transactional path."""
 
     def ensure_schema(self, conn: Connection) -> None:
         """Raise :class:`~symfonic_store.SchemaNotMigratedError` unless the schema is at
