@@ -109,7 +109,6 @@ def _in_one_call(conn: Connection, op: Op[Any], one: OneAppend) -> Any:
         return FALLBACK
     kept = one.kept[0]
     with translate_errors() as phase:
-        phase.committing = True  # the call is the commit: lost during it, it may have committed
         status = append_in_one_call(
             conn,
             kept.state,
@@ -119,5 +118,6 @@ def _in_one_call(conn: Connection, op: Op[Any], one: OneAppend) -> Any:
             opened=kept.opened,
             closed=kept.closed,
             probe=one.probe,
+            phase=phase,
         )
     return outcome if status == APPLIED else FALLBACK

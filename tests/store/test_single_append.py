@@ -213,9 +213,9 @@ def test_a_connection_lost_during_the_call_is_a_write_of_unknown_outcome(
     a = factories.pending("a" * 32)
     original = PostgresCursorExecutor.call_once
 
-    def lost(self: Any, conn: Any, stmt: Any, params: Any) -> Any:
+    def lost(self: Any, conn: Any, *args: Any) -> Any:
         conn.connection.dbapi_connection.close()
-        return original(self, conn, stmt, params)
+        return original(self, conn, *args)
 
     monkeypatch.setattr(PostgresCursorExecutor, "call_once", lost)
     with pytest.raises(DatabaseError) as caught:

@@ -114,16 +114,20 @@ class Executor:
         """Run an UPDATE for one row; the number of rows it changed."""
         raise NotImplementedError
 
-    def call_once(self, conn: Connection, stmt: sa.Select[Any], params: Mapping[str, Any]) -> Any:
-        """The one value of ``stmt`` (a call of a function that writes), committed: the
-        whole call is the commit (an error may mean it committed)."""
-        tx = self.begin(conn, write=False)
+    def call_once(
+        self, conn: Connection, stmt: sa.Select[Any], params: Mapping[str, Any], phase: Any
+    ) -> Any:
+        """The one value of ``stmt`` (a call of a function that appends), committed: here
+        in a write transaction of its own; ``phase.committing`` is set from the moment an
+        error may mean it committed (a :class:`~symfonic_store.db.translate.WritePhase`)."""
+        tx = self.begin(conn, write=True)
         try:
             value = self.fetch(conn, stmt, params)[0][0]
+            phase.committing = True
+            self.commit(conn, tx)
         except BaseException:
             self.rollback(conn, tx)
             raise
-        self.commit(conn, tx)
         return value
 
     def begin(self, conn: Connection, *, write: bool, appends: bool = True) -> Any:

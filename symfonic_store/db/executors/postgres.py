@@ -42,9 +42,14 @@ class PostgresCursorExecutor(CursorExecutor):
 
         self._pipelines = psycopg.Pipeline.is_supported()
 
-    def call_once(self, conn: Connection, stmt: sa.Select[Any], params: Mapping[str, Any]) -> Any:
-        # In autocommit: the call is its own transaction, one round trip. The commit
-        # listeners hear of it first, as of any commit of the store's.
+    def call_once(
+        self, conn: Connection, stmt: sa.Select[Any], params: Mapping[str, Any], phase: Any
+    ) -> Any:
+        # In autocommit: the call is its own transaction, one round trip, and its commit
+        # (lost during it, it may have committed). The commit listeners hear of it first,
+        # as of any write the store commits.
+        self._mark_write(conn, state_of(conn))
+        phase.committing = True
         fire_commit(conn)
         return self.fetch(conn, stmt, params)[0][0]
 

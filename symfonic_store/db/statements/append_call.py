@@ -79,8 +79,10 @@ def append_in_one_call(
     opened: Sequence[Mapping[str, Any]],
     closed: Sequence[str],
     probe: str | None,
+    phase: Any,
 ) -> int:
-    """Call ``symfonic_append`` (the whole call is the commit); what it returns."""
+    """Call ``symfonic_append`` (``phase``: see :meth:`Executor.call_once
+    <symfonic_store.db.executors.base.Executor.call_once>`); what it returns."""
     params = {
         "t": state.thread_id,
         "v": 0 if head is None else head[0],
@@ -91,4 +93,4 @@ def append_in_one_call(
         "opened": _array(opened),
         "closed": _encode(list(closed)),
     }
-    return int(executor_for(conn).call_once(conn, _CALL, params))
+    return int(executor_for(conn).call_once(conn, _CALL, params, phase))
