@@ -72,9 +72,9 @@ def execute(conn: Connection, op: Op[T], heads: Heads | None = None) -> T:
             if not op.write:
                 return _read_in_tx(conn, op.fn)
             if heads is not None and op.thread is not None:
-                result = run_single(conn, op, heads)
+                result: T = run_single(conn, op, heads)
                 if result is not FALLBACK:
-                    return result  # type: ignore[no-any-return]
+                    return result
             else:
                 heads = None  # only a store method's write to one thread feeds the cache
             if op.settled is not None:

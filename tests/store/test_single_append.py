@@ -30,7 +30,7 @@ from symfonic_store import (
 )
 from symfonic_store.db.executor import PostgresCursorExecutor
 from symfonic_store.db.migrate import downgrade, upgrade
-from symfonic_store.db.schema import events, open_interrupts, threads
+from symfonic_store.db.schema import events, threads
 from symfonic_store.store import execute as execute_module
 from symfonic_store.store.single import FALLBACK
 

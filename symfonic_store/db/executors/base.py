@@ -189,7 +189,7 @@ class CoreExecutor(Executor):
             conn.execute(stmt, [dict(r) for r in rows])
 
     def write_counted(self, conn: Connection, stmt: sa.Executable, row: Mapping[str, Any]) -> int:
-        return int(conn.execute(stmt, dict(row)).rowcount)  # type: ignore[attr-defined]
+        return int(conn.execute(stmt, dict(row)).rowcount)
 
 
 class NeedsDatabase(Exception):
