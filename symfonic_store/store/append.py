@@ -70,14 +70,13 @@ class Heads:
             if state is None:
                 return None
             self._states.move_to_end(thread_id)
-        return dataclasses.replace(state, open={})
+        return _copy(state)
 
     def __contains__(self, thread_id: str) -> bool:
         return thread_id in self._states
 
     def put(self, state: ThreadState) -> None:
-        # As loading the row gives it: the open LangGraph interrupts live in their table.
-        kept = dataclasses.replace(state, open={})
+        kept = _copy(state)
         with self._lock:
             self._states[state.thread_id] = kept
             self._states.move_to_end(state.thread_id)
@@ -87,6 +86,15 @@ class Heads:
     def drop(self, thread_id: str) -> None:
         with self._lock:
             self._states.pop(thread_id, None)
+
+
+def _copy(state: ThreadState) -> ThreadState:
+    """A copy as loading the row gives it (the open LangGraph interrupts live in their
+    table). The pending marker is shared: folding replaces it, never changes it."""
+    return ThreadState(
+        state.thread_id, state.version, state.last_hash, state.run_id, state.pending,
+        state.pending_since,
+    )
 
 
 class StaleHead(Exception):
