@@ -10,6 +10,11 @@ key turns any lost race into an integrity error, which :func:`run_write` retries
 the thread's projection row is behind its log, which no retry mends: see
 :mod:`symfonic_store.projection_gaps`). Only those: an integrity error that is not a lost race (a trigger, NOT NULL) is the database
 refusing the write, and fails at once (see :mod:`symfonic_store.db.translate`).
+
+A store method's write to one thread tries the single-append path first
+(:mod:`.single`): the writers here then take the thread's head from the store's
+:class:`Heads` instead of reading the row, and :func:`flush` swaps the head (or keeps the
+rows for PostgreSQL's one call); :class:`OneAppend` is that write's record.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """The executors of PostgreSQL: Core statements (the asyncio driver, or anyone listening),
 and the fast path on psycopg's synchronous connection, whose write transactions run in
 psycopg's pipeline mode, so the BEGIN (with the writers' lock) travels with the first
-read and the writes with the COMMIT: an append costs two or three round trips, not one
-per statement. A statement that goes through SQLAlchemy inside such a transaction first
+read and the writes with the COMMIT: an append in a transaction costs two or three round
+trips, not one per statement. A store method's append to one thread is one call of
+``symfonic_append`` in autocommit instead (:meth:`PostgresCursorExecutor.call_once`,
+:mod:`symfonic_store.store.single`): one round trip. A statement that goes through SQLAlchemy inside such a transaction first
 ends the pipeline (:func:`leave_pipeline_for_sqlalchemy`), so SQLAlchemy gets its
 results at once.
 """
