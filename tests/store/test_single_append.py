@@ -287,3 +287,4 @@ def test_the_migration_adds_and_drops_the_function(store: InterruptStore) -> Non
         assert again.mint("t", a) is True
         assert again.mint("t", a) is False
         assert again.verify().ok
+
