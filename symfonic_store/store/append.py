@@ -10,11 +10,20 @@ key turns any lost race into an integrity error, which :func:`run_write` retries
 the thread's projection row is behind its log, which no retry mends: see
 :mod:`symfonic_store.projection_gaps`). Only those: an integrity error that is not a lost race (a trigger, NOT NULL) is the database
 refusing the write, and fails at once (see :mod:`symfonic_store.db.translate`).
+
+A store method's write to one thread tries the single-append path first
+(:mod:`.single`): the writers here then take the thread's head from the store's
+:class:`Heads` instead of reading the row, and :func:`flush` swaps the head (or keeps the
+rows for PostgreSQL's one call); :class:`OneAppend` is that write's record.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -29,6 +38,7 @@ from ..db.statements.threads import (
     insert_threads,
     load_thread,
     load_thread_probing_mint,
+    update_thread_at_head,
     update_threads,
 )
 from ..db.translate import translate_errors
@@ -41,6 +51,113 @@ from ..protocol import MARKER_KEYS
 T = TypeVar("T")
 
 WRITE_ATTEMPTS = 5
+HEADS_KEPT = 4096
+"""How many threads' heads a store keeps (:class:`Heads`)."""
+
+
+class Heads:
+    """The heads of the threads a store appended to last: a bounded LRU of
+    :class:`ThreadState` copies, put only after the store's own commits, dropped on any
+    failure. A head found here is a guess: the single-append path writes only if the
+    thread's row still holds that version and hash (else it falls back)."""
+
+    __slots__ = ("_lock", "_states", "size")
+
+    def __init__(self, size: int = HEADS_KEPT) -> None:
+        self.size = size
+        self._states: OrderedDict[str, ThreadState] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, thread_id: str) -> ThreadState | None:
+        """A copy of the head kept for ``thread_id`` (the caller may fold into it)."""
+        with self._lock:
+            state = self._states.get(thread_id)
+            if state is None:
+                return None
+            self._states.move_to_end(thread_id)
+        return _copy(state)
+
+    def __contains__(self, thread_id: str) -> bool:
+        return thread_id in self._states
+
+    def put(self, state: ThreadState) -> None:
+        kept = _copy(state)
+        with self._lock:
+            self._states[state.thread_id] = kept
+            self._states.move_to_end(state.thread_id)
+            while len(self._states) > self.size:
+                self._states.popitem(last=False)
+
+    def drop(self, thread_id: str) -> None:
+        with self._lock:
+            self._states.pop(thread_id, None)
+
+
+def _copy(state: ThreadState) -> ThreadState:
+    """A copy as loading the row gives it (the open LangGraph interrupts live in their
+    table). The pending marker is shared: folding replaces it, never changes it."""
+    return ThreadState(
+        state.thread_id, state.version, state.last_hash, state.run_id, state.pending,
+        state.pending_since,
+    )
+
+
+class StaleHead(Exception):
+    """The thread's row no longer holds the cached head: the single append falls back."""
+
+
+@dataclass(slots=True)
+class OneAppend:
+    """One write of a store method on one thread, as :func:`run_write` or the single-append
+    path (:mod:`.single`) runs it: the writers it opened, for the head cache.
+
+    ``mode``: None -- the transactional path (writers read their rows under the lock);
+    ``"transaction"`` -- heads from the cache, written with a compare-and-swap on the
+    thread's row in the same transaction (SQLite); ``"call"`` -- heads from the cache,
+    nothing sent: :func:`flush` keeps the rows for one database call (PostgreSQL).
+    """
+
+    heads: Heads
+    mode: str | None
+    writers: list[ThreadWriter] = dataclasses.field(default_factory=list)
+    wrote: int = 0
+    proven: bool = False
+    """An outcome that writes nothing, proven by a fact that stays true (a mint seen)."""
+    probe: str | None = None
+    """``"call"``: the interrupt whose "already minted?" the database call checks."""
+    kept: list[Kept] = dataclasses.field(default_factory=list)
+    """``"call"``: what :func:`flush` would have written."""
+
+    def remember(self) -> None:
+        """After the commit: keep the head of every writer that wrote all it appended."""
+        for w in self.writers:
+            if w._existed and not w.new_events:
+                self.heads.put(w.state)
+
+    def forget(self) -> None:
+        for w in self.writers:
+            self.heads.drop(w.thread_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """One thread's flush, kept for the database call of the single-append path."""
+
+    state: ThreadState
+    head: tuple[int, str] | None
+    """``(version, hash)`` the row must hold; None: the thread is new."""
+    new_events: list[NewEvent]
+    pending_json: str | None
+    opened: list[dict[str, Any]]
+    closed: list[str]
+
+
+_ONE: ContextVar[OneAppend | None] = ContextVar("symfonic_one_append", default=None)
+
+
+def one_append() -> ContextVar[OneAppend | None]:
+    """The write in progress on this thread of control (set by the runners of writes)."""
+    return _ONE
 
 @dataclass(frozen=True, slots=True)
 class Refusal:
@@ -58,8 +175,8 @@ class ThreadWriter:
     """Appends events to one thread inside the caller's transaction."""
 
     __slots__ = (
-        "_existed", "closed", "conn", "minted_probe", "new_events", "opened", "pending_json",
-        "state",
+        "_existed", "_one", "closed", "conn", "head", "minted_probe", "new_events", "opened",
+        "pending_json", "state",
     )
 
     # A signature alike others in shape only (errors.py, marker_ops.record_route).
@@ -75,7 +192,16 @@ class ThreadWriter:
         note_opened(thread_id)
         self.minted_probe: tuple[str, bool] | None = None
         """``(interrupt_id, minted)`` when the thread's row was read with a mint probe."""
-        if state is None:
+        one = self._one = _ONE.get()
+        self.head: tuple[int, str] | None = None
+        """The single-append path: the cached ``(version, hash)`` the row must still hold."""
+        if one is not None:
+            one.writers.append(self)
+            if state is None and one.mode is not None:
+                state = one.heads.get(thread_id)
+                if state is not None:
+                    self.head = (state.version, state.last_hash)
+        if state is None and (one is None or one.mode is None):
             if probe_mint is None:
                 state = load_thread(conn, thread_id, for_update=True)
             else:
@@ -149,11 +275,29 @@ class ThreadWriter:
         self.new_events.append(event)
         return event
 
+    def holds_pending(self, interrupt_id: str) -> bool:
+        """Is ``interrupt_id`` the pending marker here? True proves it was minted, whatever
+        the thread's head is now (a recorded mint stays recorded)."""
+        if self.state.pending_interrupt_id != interrupt_id:
+            return False
+        if self._one is not None:
+            self._one.proven = True
+        return True
+
     def was_minted(self, interrupt_id: str) -> bool:
         """Has ``interrupt_id`` been minted on this thread (before this writer)?"""
         if self.minted_probe is not None and self.minted_probe[0] == interrupt_id:
             return self.minted_probe[1]
-        return self._existed and was_minted(self.conn, self.thread_id, interrupt_id)
+        if not self._existed:
+            return False
+        one = self._one
+        if one is not None and one.mode == "call":
+            one.probe = interrupt_id  # the database call answers it, before writing
+            return False
+        minted = was_minted(self.conn, self.thread_id, interrupt_id)
+        if minted and one is not None:
+            one.proven = True
+        return minted
 
 
 def flush(conn: Connection, writers: Sequence[ThreadWriter]) -> int:
@@ -161,13 +305,22 @@ def flush(conn: Connection, writers: Sequence[ThreadWriter]) -> int:
     dirty = [w for w in writers if w.new_events]
     if not dirty:
         return 0
+    one = _ONE.get()
+    if one is not None and one.mode is not None:
+        one.wrote += sum(len(w.new_events) for w in dirty)
+        if one.mode == "call":
+            return _keep(one, dirty)
+        for w in dirty:
+            if w.head is not None:
+                if not update_thread_at_head(conn, w.state, w.pending_json, w.head):
+                    raise StaleHead(w.thread_id)
     executor_for(conn).check_writer(conn)
     new_events = [e for w in dirty for e in w.new_events]
     insert_events(conn, new_events)
     fresh = [w for w in dirty if not w._existed]
     if fresh:
         insert_threads(conn, [w.state for w in fresh], [w.pending_json for w in fresh])
-    known = [w for w in dirty if w._existed]
+    known = [w for w in dirty if w._existed and w.head is None]  # (the others: swapped above)
     if known:
         update_threads(conn, [w.state for w in known], [w.pending_json for w in known])
     opened = [row for w in dirty for row in w.opened]
@@ -178,22 +331,51 @@ def flush(conn: Connection, writers: Sequence[ThreadWriter]) -> int:
         delete_open_interrupts(conn, closed)
     for w in dirty:
         w._existed = True
+        if w.head is not None:
+            w.head = (w.state.version, w.state.last_hash)
         w.new_events = []
         w.opened = []
         w.closed = []
     return len(new_events)
 
 
-def run_write(conn: Connection, work: Callable[[Connection], T], *, appends: bool = True) -> T:
+def _keep(one: OneAppend, dirty: Sequence[ThreadWriter]) -> int:
+    """The single-append path on PostgreSQL: what the writers would write, kept for the
+    one database call that writes it (:mod:`.single`)."""
+    n = 0
+    for w in dirty:
+        one.kept.append(
+            Kept(w.state, w.head, w.new_events, w.pending_json, w.opened, [*w.closed])
+        )
+        n += len(w.new_events)
+        w._existed = True
+        w.head = None  # a second flush of this writer would have no head to swap
+        w.new_events = []
+        w.opened = []
+        w.closed = []
+    return n
+
+
+def run_write(
+    conn: Connection,
+    work: Callable[[Connection], T],
+    *,
+    appends: bool = True,
+    heads: Heads | None = None,
+) -> T:
     """Run ``work`` in a write transaction, retrying lost races; commit, then raise refusals.
 
     ``work`` may return a :class:`Refusal`: its events are committed first (a rejected
     resume is part of the record) and its error raised afterwards. ``appends=False``:
     ``work`` inserts no events (see :meth:`~symfonic_store.db.executor.Executor.begin`).
+    ``heads``: the store's head cache, given the heads of the threads written here
+    after the commit.
     """
     executor = executor_for(conn)
     for attempt in range(WRITE_ATTEMPTS):
         opened: list[str] = []
+        one = None if heads is None else OneAppend(heads, None)
+        token = _ONE.set(one)
         try:
             with watching(opened), translate_errors() as phase:
                 tx = executor.begin(conn, write=True, appends=appends)
@@ -206,11 +388,21 @@ def run_write(conn: Connection, work: Callable[[Connection], T], *, appends: boo
                     executor.rollback(conn, tx)
                     raise
         except ConcurrencyConflictError:
+            if one is not None:
+                one.forget()
             # A projection row behind the log loses this "race" on every try.
             refuse_projection_behind(conn, opened)
             if attempt == WRITE_ATTEMPTS - 1:
                 raise
             continue
+        except BaseException:
+            if one is not None:
+                one.forget()
+            raise
+        finally:
+            _ONE.reset(token)
+        if one is not None:
+            one.remember()
         if isinstance(outcome, Refusal):
             raise outcome.error
         return outcome

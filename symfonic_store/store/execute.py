@@ -16,8 +16,9 @@ from ..db.executor import choose_executor_again, executor_for
 from ..db.migrate import require_current_schema, upgrade
 from ..db.translate import SchemaSuspectError, translate_errors
 from ..errors import SchemaNotMigratedError
-from .append import run_write
+from .append import Heads, run_write
 from .plan import Op
+from .single import FALLBACK, run_single
 
 T = TypeVar("T")
 
@@ -48,8 +49,12 @@ def _settle(conn: Connection, settled: Callable[[Connection], tuple[bool, T]]) -
             conn.commit()
 
 
-def execute(conn: Connection, op: Op[T]) -> T:
+def execute(conn: Connection, op: Op[T], heads: Heads | None = None) -> T:
     """Run ``op`` on ``conn``: a write in a retried write transaction, a read in a plain one.
+
+    ``heads``: the store's cache of thread heads. With it, a write to one thread
+    (:attr:`Op.thread <.plan.Op.thread>`) first tries the single-append path
+    (:mod:`.single`), and falls back to the transactional one.
 
     A write's read-only check (``op.settled``), when it has one, runs first: the checks
     guard the calls that are usually repeats (a node re-run after a resume, an answer
@@ -66,11 +71,17 @@ def execute(conn: Connection, op: Op[T]) -> T:
             choose_executor_again(conn)
             if not op.write:
                 return _read_in_tx(conn, op.fn)
+            if heads is not None and op.thread is not None:
+                result: T = run_single(conn, op, heads)
+                if result is not FALLBACK:
+                    return result
+            else:
+                heads = None  # only a store method's write to one thread feeds the cache
             if op.settled is not None:
                 done, result = _settle(conn, op.settled)
                 if done:
                     return result
-            return run_write(conn, op.fn, appends=op.appends)
+            return run_write(conn, op.fn, appends=op.appends, heads=heads)
     except (SchemaSuspectError, SchemaNotMigratedError):
         # The codes say "no such table" (or, on SQLite, a generic SQL error): whether
         # the schema is behind is the version table's to say, not the message's.

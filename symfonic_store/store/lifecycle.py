@@ -51,7 +51,7 @@ def mint_into(
     already encoded (see :func:`symfonic_store.validation.marker_encoded`).
     """
     interrupt_id = marker["interrupt_id"]
-    if w.state.pending_interrupt_id == interrupt_id:
+    if w.holds_pending(interrupt_id):
         return False
     # A thread with no projection row has no events (I6), so nothing to look up.
     if w.was_minted(interrupt_id):

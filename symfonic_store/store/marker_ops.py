@@ -68,6 +68,8 @@ class MarkerOps(Settings):
             partial(lifecycle.mint, thread_id=t, marker=m, actor=a, encoded=encoded),
             write=True,
             settled=partial(lifecycle.mint_settled, thread_id=t, interrupt_id=m["interrupt_id"]),
+            thread=t,
+            creates=True,
         )
         return minted
 
@@ -85,15 +87,16 @@ class MarkerOps(Settings):
 
         ``interrupt_id`` is the marker the decision looked at; by default the pending one.
         """
+        t = validation.required_id(thread_id, "thread_id")
         fn = partial(
             lifecycle.record_route,
-            thread_id=validation.required_id(thread_id, "thread_id"),
+            thread_id=t,
             route=validation.route(route),
             run_id=validation.run_id(run_id),
             reason=validation.route_reason(reason),
             interrupt_id=validation.text_id(interrupt_id, "interrupt_id", optional=True),
         )
-        yield Op(fn, write=True)
+        yield Op(fn, write=True, thread=t, creates=True)
 
     def record_router_decision(
         self, thread_id: str, state: dict[str, Any], route: str, *, ttl_seconds: float | None = None
@@ -120,7 +123,7 @@ class MarkerOps(Settings):
             ttl_seconds=self.ttl(ttl_seconds),
             encoded=encoded,
         )
-        yield Op(fn, write=True)
+        yield Op(fn, write=True, thread=t, creates=True)
 
     def resume(
         self,
@@ -168,6 +171,7 @@ class MarkerOps(Settings):
                 authenticated_by=by,
             ),
             write=True,
+            thread=t,
         )
         from langgraph.types import Command  # the graph machinery only when a command is made
 
@@ -221,14 +225,15 @@ class MarkerOps(Settings):
         Raises:
             UnknownInterruptError, InterruptAlreadyResolvedError, InterruptExpiredError.
         """
+        t = validation.required_id(thread_id, "thread_id")
         fn = partial(
             lifecycle.expire,
-            thread_id=validation.required_id(thread_id, "thread_id"),
+            thread_id=t,
             interrupt_id=validation.required_id(interrupt_id, "interrupt_id"),
             reason=validation.expiry_reason(reason),
             actor=validation.text_id(actor, "actor", optional=True),
         )
-        yield Op(fn, write=True)
+        yield Op(fn, write=True, thread=t)
 
     def record_refusal(
         self,
@@ -266,4 +271,4 @@ class MarkerOps(Settings):
             error=str(error)[:1000],
             via=str(via)[: validation.MAX_ID_LENGTH],
         )
-        yield Op(fn, write=True)
+        yield Op(fn, write=True, thread=t)

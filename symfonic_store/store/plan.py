@@ -44,8 +44,13 @@ class Op(Generic[T]):
     """May the write insert events? False for checkpoints and archive removals: on
     PostgreSQL their transactions do not join the writers (they wait for them instead,
     :func:`~symfonic_store.db.statements.final_max_position`)."""
-
-
+    thread: str | None = None
+    """The one thread this write appends to, when it is a store method's own transaction:
+    the runner may then try the single-append path first (:mod:`.single`)."""
+    creates: bool = False
+    """May the write make the thread (a mint, a route decision)? Then the single-append
+    path takes a thread its cache does not hold for a new one; otherwise such a thread
+    goes straight to the transactional path."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ from ..db.migrate import read_scripts
 from ..db.translate import translate_errors
 from ..errors import DatabaseError, SymfonicStoreError
 from . import execute
+from .append import Heads
 from .ops import Operations
 from .plan import Call, Emit, Op, Plan, Step, advance, start
 from .steps import defer
@@ -210,6 +211,9 @@ class _Port:
         self.operations = operations
         """The store's table of operations (:class:`~.ops.Operations`): its plans."""
         self._schema_ok = False
+        self.heads: Heads | None = Heads()
+        """The heads of the threads this store wrote last (the single-append path);
+        None: every write takes the transactional path."""
 
     def ensure_schema(self, conn: Connection) -> None:
         """Raise :class:`~symfonic_store.SchemaNotMigratedError` unless the schema is at
@@ -278,7 +282,7 @@ class StoreRunner(_Port):
 
     def _run_on(self, conn: Connection, op: Op[T]) -> T:
         self.ensure_schema(conn)
-        return execute.execute(conn, op)
+        return execute.execute(conn, op, self.heads)
 
     def step(self, step: Step) -> Any:
         """Run one step of a plan (see :func:`run_step`)."""
@@ -318,7 +322,7 @@ class AsyncStoreRunner(_Port):
             async with self.engine.connect() as aconn:
                 if not self._schema_ok:
                     await aconn.run_sync(self.ensure_schema)
-                return await aconn.run_sync(execute.execute, op)
+                return await aconn.run_sync(execute.execute, op, self.heads)
 
     async def step(self, step: Step) -> Any:
         """Run one step of a plan (see :func:`arun_step`)."""

@@ -529,6 +529,8 @@ def test_a_callers_engine_keeps_its_isolation_level_and_autocommit_writes_stay_a
     with InterruptStore(autocommit) as store:
         import symfonic_store.store.append as append_module
 
+        store.runner.heads = None  # the transactional path (the one call: test_single_append)
+
         real = append_module.insert_events
         append_module.insert_events = spy  # type: ignore[assignment]
         try:

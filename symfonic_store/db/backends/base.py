@@ -169,6 +169,11 @@ class Backend:
     single_writer: ClassVar[bool] = True
     """Does the database let one write transaction in at a time (SQLite)? The
     checkpointer then queues its writes instead of letting them wait in the database."""
+    appends_in_one_call: ClassVar[bool] = False
+    """Has the schema a function that appends to one thread in one call, the writers'
+    lock, the "already minted?" check and the compare-and-swap of the thread's head
+    inside (PostgreSQL's ``symfonic_append``)? Else the single-append path is one short
+    write transaction that swaps the head with its UPDATE (SQLite)."""
 
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect

@@ -21,11 +21,14 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..schema import (
+    APPEND_FUNCTION,
     EVENTS_TABLE,
+    POSTGRES_APPEND_FUNCTION,
     POSTGRES_APPEND_ONLY_FUNCTION,
     POSTGRES_APPEND_ONLY_TRIGGER_NAMES,
     POSTGRES_APPEND_ONLY_TRIGGERS,
     POSTGRES_DROP_TX_ID_TRIGGER,
+    POSTGRES_PIN_APPEND_PATH,
     POSTGRES_TX_ID_TRIGGER,
     POSTGRES_TX_ID_TRIGGER_NAME,
 )
@@ -41,6 +44,11 @@ _TRIGGERS = sa.text(
     "JOIN pg_proc p ON p.oid = t.tgfoid "
     "WHERE c.relname = :table AND n.nspname = current_schema() AND NOT t.tgisinternal"
 )
+_FUNCTION = sa.text(
+    "SELECT p.prosrc, p.proconfig, quote_ident(current_schema()) FROM pg_proc p "
+    "JOIN pg_namespace n ON n.oid = p.pronamespace "
+    "WHERE p.proname = :name AND n.nspname = current_schema()"
+)
 _REMOVE = sa.text("SELECT symfonic_archive_remove(CAST(:heads AS jsonb))")
 
 
@@ -53,6 +61,7 @@ def _body(create_function: str) -> str:
 
 _EXPECTED_BODY = _body(POSTGRES_APPEND_ONLY_FUNCTION)
 _TX_ID_BODY = _body(POSTGRES_TX_ID_TRIGGER[0])
+_APPEND_BODY = _body(POSTGRES_APPEND_FUNCTION)
 _STATES = {"D": "disabled", "R": "enabled for replication sessions only"}
 
 
@@ -87,6 +96,33 @@ def guard_problems(conn: Connection) -> list[str]:
             "events appended meanwhile keep their transaction's id as read key, so a "
             f"thread's events may be read out of version order ({GUARD_RESTORE})"
         )
+    problems.extend(append_function_problems(conn))
+    return problems
+
+
+def append_function_problems(conn: Connection) -> list[str]:
+    """The one-call append (``symfonic_append``) as the catalog shows it: there, its body
+    the migration's, its ``search_path`` pinned to this schema (so no table of another
+    schema can stand in for the store's)."""
+    rows = conn.execute(_FUNCTION, {"name": APPEND_FUNCTION}).all()
+    if not rows:
+        return [
+            f"the append function {APPEND_FUNCTION}() is missing: appends take the slower "
+            f"transactional path ({GUARD_RESTORE})"
+        ]
+    problems = []
+    for body, config, schema in rows:
+        if sql_words(str(body)) != _APPEND_BODY:
+            problems.append(
+                f"the append function {APPEND_FUNCTION}() was replaced by one that is not the "
+                f"store's: it may skip the writers' lock or the head check ({GUARD_RESTORE}; "
+                f"{GUARD_CHECK})"
+            )
+        if f"search_path={schema}, pg_temp" not in (config or []):
+            problems.append(
+                f"the append function {APPEND_FUNCTION}() does not pin its search_path to "
+                f"this schema: it may write another schema's tables ({GUARD_RESTORE})"
+            )
     return problems
 
 
@@ -103,6 +139,8 @@ def restore_guards(conn: Connection) -> None:
     ]
     for statement in statements:
         conn.execute(sa.text(statement))
+    conn.execute(sa.text(POSTGRES_APPEND_FUNCTION))
+    conn.execute(sa.text(POSTGRES_PIN_APPEND_PATH))
 
 
 def remove_archived(conn: Connection, heads: Sequence[dict[str, Any]]) -> int:

@@ -124,6 +124,7 @@ class PostgresBackend(Backend):
     sync_driver = async_driver = "postgresql+psycopg"  # psycopg 3 serves both
     reads_below_horizon = True
     single_writer = False
+    appends_in_one_call = True
 
     checkpoint_saver = "postgres"
     async_checkpoint_saver = True

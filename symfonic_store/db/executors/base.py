@@ -18,8 +18,8 @@ asks its :attr:`Executor.backend`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import sqlalchemy as sa
@@ -110,6 +110,26 @@ class Executor:
         """Run an INSERT or UPDATE once per row (``column_keys``: the INSERT's columns)."""
         raise NotImplementedError
 
+    def write_counted(self, conn: Connection, stmt: sa.Executable, row: Mapping[str, Any]) -> int:
+        """Run an UPDATE for one row; the number of rows it changed."""
+        raise NotImplementedError
+
+    def call_once(
+        self, conn: Connection, stmt: sa.Select[Any], params: Mapping[str, Any], phase: Any
+    ) -> Any:
+        """The one value of ``stmt`` (a call of a function that appends), committed: here
+        in a write transaction of its own; ``phase.committing`` is set from the moment an
+        error may mean it committed (a :class:`~symfonic_store.db.translate.WritePhase`)."""
+        tx = self.begin(conn, write=True)
+        try:
+            value = self.fetch(conn, stmt, params)[0][0]
+            phase.committing = True
+            self.commit(conn, tx)
+        except BaseException:
+            self.rollback(conn, tx)
+            raise
+        return value
+
     def begin(self, conn: Connection, *, write: bool, appends: bool = True) -> Any:
         """Start a transaction (a write one takes the backend's write lock); returns what
         :meth:`commit` and :meth:`rollback` need.
@@ -167,3 +187,44 @@ class CoreExecutor(Executor):
     ) -> None:
         if rows:
             conn.execute(stmt, [dict(r) for r in rows])
+
+    def write_counted(self, conn: Connection, stmt: sa.Executable, row: Mapping[str, Any]) -> int:
+        return int(conn.execute(stmt, dict(row)).rowcount)
+
+
+class NeedsDatabase(Exception):
+    """A statement was asked for while a write was being decided in Python only."""
+
+
+class _NoStatements(Executor):
+    """Stands in for a connection's executor while a write is decided in Python only
+    (the single-append path on PostgreSQL): any statement means the decision needs the
+    database, and the caller takes the transactional path instead."""
+
+    def fetch(
+        self, conn: Connection, stmt: sa.Select[Any], params: Mapping[str, Any]
+    ) -> Sequence[Sequence[Any]]:
+        raise NeedsDatabase("a read")
+
+    # Deliberately repeated: Executor.write's signature, overridden.
+    def write(
+        self,
+        conn: Connection,
+        stmt: sa.Executable,
+        rows: Sequence[Mapping[str, Any]],
+        column_keys: Sequence[str] | None = None,
+    ) -> None:
+        raise NeedsDatabase("a write")
+
+
+@contextmanager
+def refusing_statements(conn: Connection) -> Iterator[None]:
+    """Within: the store's statements on ``conn`` raise :class:`NeedsDatabase`."""
+    state = state_of(conn)
+    kept = state.executor
+    assert kept is not None
+    state.executor = _NoStatements(kept.backend)
+    try:
+        yield
+    finally:
+        state.executor = kept

@@ -37,9 +37,9 @@ class Prepared:
     """A Core statement compiled for one dialect, ready for the driver's cursor."""
 
     sql: str
-    binds: tuple[tuple[str, str, Any, Processor], ...]
-    """``(name, placeholder name, default value, bind processor)``, in the driver's
-    parameter order (for a positional paramstyle)."""
+    binds: tuple[tuple[str, str, Any, Processor, bool], ...]
+    """``(name, placeholder name, default value, bind processor, skipped for None)``, in
+    the driver's parameter order (for a positional paramstyle)."""
     named: bool
     """Does the driver take a dict by placeholder name (else a tuple in order)?"""
     columns: tuple[sa.types.TypeEngine[Any], ...]
@@ -81,7 +81,10 @@ class CursorExecutor(Executor):
             processor: Processor = impl.bind_processor(dialect)
             if isinstance(bind.type, sa.JSON):
                 processor = _keeping_json_text(processor)
-            binds.append((name, placeholder, bind.value, processor))
+            # Most processors give None for None, and are skipped for it; not a JSON
+            # column that stores None as JSON null.
+            skip_none = processor is None or processor(None) is None
+            binds.append((name, placeholder, bind.value, processor, skip_none))
         columns = (
             tuple(c.type for c in stmt.selected_columns) if isinstance(stmt, sa.Select) else ()
         )
@@ -104,14 +107,18 @@ class CursorExecutor(Executor):
     def _args(prepared: Prepared, params: Mapping[str, Any]) -> Any:
         if prepared.named:
             named = {}
-            for name, placeholder, default, processor in prepared.binds:
+            for name, placeholder, default, processor, skip_none in prepared.binds:
                 value = params.get(name, default)
-                named[placeholder] = value if processor is None else processor(value)
+                named[placeholder] = (
+                    value if processor is None or (value is None and skip_none) else processor(value)
+                )
             return named
         out = []
-        for name, _, default, processor in prepared.binds:
+        for name, _, default, processor, skip_none in prepared.binds:
             value = params.get(name, default)
-            out.append(value if processor is None else processor(value))
+            out.append(
+                value if processor is None or (value is None and skip_none) else processor(value)
+            )
         return tuple(out)
 
     def _driver_error(self, conn: Connection, sql: str, args: Any, exc: Exception) -> Exception:
@@ -213,6 +220,16 @@ class CursorExecutor(Executor):
                 cursor.executemany(prepared.sql, many)
         except self._error as exc:
             raise self._driver_error(conn, prepared.sql, many, exc) from exc
+
+    def write_counted(self, conn: Connection, stmt: sa.Executable, row: Mapping[str, Any]) -> int:
+        prepared = self.prepare(cast(sa.ClauseElement, stmt))
+        args = self._args(prepared, row)
+        try:
+            cursor = self._cursors(conn)[1]
+            cursor.execute(prepared.sql, args)
+            return int(cursor.rowcount)
+        except self._error as exc:
+            raise self._driver_error(conn, prepared.sql, args, exc) from exc
 
     # --- transactions on the driver ---------------------------------------------
     #

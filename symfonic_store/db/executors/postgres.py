@@ -1,16 +1,20 @@
 """The executors of PostgreSQL: Core statements (the asyncio driver, or anyone listening),
 and the fast path on psycopg's synchronous connection, whose write transactions run in
 psycopg's pipeline mode, so the BEGIN (with the writers' lock) travels with the first
-read and the writes with the COMMIT: an append costs two or three round trips, not one
-per statement. A statement that goes through SQLAlchemy inside such a transaction first
+read and the writes with the COMMIT: an append in a transaction costs two or three round
+trips, not one per statement. A store method's append to one thread is one call of
+``symfonic_append`` in autocommit instead (:meth:`PostgresCursorExecutor.call_once`,
+:mod:`symfonic_store.store.single`): one round trip. A statement that goes through SQLAlchemy inside such a transaction first
 ends the pipeline (:func:`leave_pipeline_for_sqlalchemy`), so SQLAlchemy gets its
 results at once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ...compat import fire_commit
@@ -39,6 +43,17 @@ class PostgresCursorExecutor(CursorExecutor):
         import psycopg
 
         self._pipelines = psycopg.Pipeline.is_supported()
+
+    def call_once(
+        self, conn: Connection, stmt: sa.Select[Any], params: Mapping[str, Any], phase: Any
+    ) -> Any:
+        # In autocommit: the call is its own transaction, one round trip, and its commit
+        # (lost during it, it may have committed). The commit listeners hear of it first,
+        # as of any write the store commits.
+        self._mark_write(conn, state_of(conn))
+        phase.committing = True
+        fire_commit(conn)
+        return self.fetch(conn, stmt, params)[0][0]
 
     def begin(self, conn: Connection, *, write: bool, appends: bool = True) -> Any:
         # A read needs no transaction: under READ COMMITTED each statement reads its own

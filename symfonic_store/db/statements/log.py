@@ -34,12 +34,18 @@ def insert_events(conn: Connection, new_events: Sequence[NewEvent]) -> None:
     if not new_events:
         return
     executor = executor_for(conn)
+    executor.write(conn, _INSERT_EVENT, event_rows(new_events, executor.takes_json_text), EVENT_ROW_KEYS)
+
+
+def event_rows(new_events: Sequence[NewEvent], json_text: bool) -> list[dict[str, Any]]:
+    """The event table's rows of ``new_events``, audit columns included (``json_text``:
+    JSON columns as the :class:`JsonText` the store encoded, where it has it)."""
     rows = []
     for e in new_events:
         row = e.row()
         row.update(derive_audit_columns(e.type, e.data, e.occurred_at))
         rows.append(row)
-    if executor.takes_json_text:
+    if json_text:
         # The canonical text the hash covers, stored as it is: encoded once. The audit
         # columns that copy a value of the data bind the text spliced into it.
         for row, event in zip(rows, new_events, strict=True):
@@ -50,7 +56,7 @@ def insert_events(conn: Connection, new_events: Sequence[NewEvent]) -> None:
                     text = event.encoded.get(key)
                     if text is not None and row[column] is not None:
                         row[column] = JsonText(text)
-    executor.write(conn, _INSERT_EVENT, rows, EVENT_ROW_KEYS)
+    return rows
 
 
 _INTERRUPT_EVENTS = (

@@ -121,6 +121,23 @@ def update_threads(
     executor.write(conn, _UPDATE_THREAD, rows)
 
 
+_UPDATE_THREAD_AT_HEAD = _UPDATE_THREAD.where(
+    threads.c.version == sa.bindparam("b_version")
+).where(threads.c.last_hash == sa.bindparam("b_hash"))
+
+
+def update_thread_at_head(
+    conn: Connection, state: ThreadState, pending_json: str | None, head: tuple[int, str]
+) -> bool:
+    """Update a projection row only if it still holds ``head`` (its version and hash): a
+    compare-and-swap. False: someone else appended to the thread since (nothing written)."""
+    executor = executor_for(conn)
+    row = _thread_rows(executor, [state], [pending_json])[0]
+    row["b_thread_id"] = row.pop("thread_id")
+    row["b_version"], row["b_hash"] = head
+    return executor.write_counted(conn, _UPDATE_THREAD_AT_HEAD, row) == 1
+
+
 def delete_all_threads(conn: Connection) -> None:
     conn.execute(threads.delete())
 
