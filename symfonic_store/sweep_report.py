@@ -113,7 +113,7 @@ class SweepReport:
             text += f" ({detail})" if detail else ""
         text += f"; ttl {ttl}"
         if self.reminded:
-            text += f"; {'would remind' if self.dry_run else 'reminded'} of {len(self.reminded)} interrupt(s)"
+            text += f"; {'would record' if self.dry_run else 'recorded'} {len(self.reminded)} reminder(s)"
         if self.escalated:
             text += f"; {'would escalate' if self.dry_run else 'escalated'} {len(self.escalated)} interrupt(s)"
         if self.redelivered:

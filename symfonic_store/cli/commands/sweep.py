@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -11,6 +12,7 @@ from ...errors import (
     InvalidInputError,
     SweepIncompleteError,
 )
+from ...policy import Policy
 from ..app import (
     PROG,
     Problem,
@@ -97,22 +99,35 @@ def sweep(
             "graph (by its name) or to no named graph when its checkpointer holds the thread.",
         ),
     ] = None,
+    policy: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy",
+            metavar="FILE",
+            help="The service's policy file (serve --policy): remind of and escalate the open "
+            "interrupts its remind_after / escalate_after (with escalate_to) say, once each.",
+        ),
+    ] = None,
     output: TableOrJsonFormat = TableOrJson.table,
 ) -> None:
-    """Expire every stale pending interrupt (the cron job).
+    """Expire every stale pending interrupt (the cron job), and with --policy remind of and
+    escalate the open ones.
 
     Without a TTL (--ttl, SYMFONIC_STORE_TTL) only interrupts whose run moved on expire,
-    and a note on stderr says so. Lists what it expired (thread, interrupt, reason); a
-    note on stderr says to which graphs wake-ups are still owed and what to do.
+    and a note on stderr says so. Lists what it expired (thread, interrupt, reason) and
+    what it reminded of or escalated; a note on stderr says to which graphs wake-ups are
+    still owed and what to do.
     """
     woken: list[tuple[str, str]] = []
+    rules = None if policy is None else Policy.from_file(policy)
     compiled = None if graph is None else import_graph(graph)
     stopped: SweepIncompleteError | None = None
     with get_session(ctx).store() as store:
         on_expired = None if compiled is None else _Counting(gateway_for(compiled, store), woken)
         try:
             report = store.sweep(
-                ttl_seconds=ttl, dry_run=dry_run, batch_size=batch_size, on_expired=on_expired
+                ttl_seconds=ttl, dry_run=dry_run, batch_size=batch_size, on_expired=on_expired,
+                policy=rules,
             )
         except SweepIncompleteError as exc:
             # What committed before the failure is printed like any report (the failure
@@ -129,6 +144,16 @@ def sweep(
                 + ("would expire" if report.dry_run else "expired"),
                 ("thread", "interrupt", "reason"),
                 report.expired,
+            )
+        chased = [(t, i, "reminded", f"after {a}s") for t, i, a in report.reminded] + [
+            (t, i, "escalated", f"after {a}s to {', '.join(to)}") for t, i, a, to in report.escalated
+        ]
+        if chased:
+            table(
+                f"{len(chased)} reminder(s) and escalation(s) "
+                + ("due" if report.dry_run else "recorded"),
+                ("thread", "interrupt", "event", "why"),
+                chased,
             )
     _notes(ctx, report)
     if report.wake_failures:
