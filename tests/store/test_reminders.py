@@ -36,6 +36,8 @@ from symfonic_store import (
 from symfonic_store.db.schema import events as events_table
 from symfonic_store.policy import Policy
 from symfonic_store.projection import fold
+from symfonic_store.services import chase as chase_service
+from symfonic_store.store.append import run_write
 
 START = "2030-01-01 00:00:00"
 POLICY = {
@@ -318,3 +320,33 @@ def test_an_archive_carries_them_and_verify_passes_after(
     assert REMINDED in kinds and ESCALATED in kinds
     assert store.history("t-1") == []
     assert store.verify().ok
+
+
+def test_a_page_read_before_another_sweep_wrote_records_nothing_twice(
+    store: InterruptStore, clock: FrozenDateTimeFactory
+) -> None:
+    """Two sweeps that both read the same page before either wrote: the second decides again
+    under the thread's lock and appends nothing (and one ended meanwhile is left alone)."""
+    mint(store, "t-1", "i-1")
+    mint(store, "t-2", "i-2")
+    clock.tick(timedelta(hours=2))
+    policy = Policy.from_dict(POLICY)
+    with store.engine.connect() as conn:
+        page = run_write(conn, partial(
+            chase_service.chase_page, policy=policy, native=False, after=("", ""), limit=10,
+            thread_ids=None,
+        ))
+    assert len(page.due) == 4
+    first = _record(store, page.due)
+    assert len(first) == 4
+    store.expire("t-2", "i-2", actor="ops")
+    assert _record(store, page.due) == []
+    assert len(chases(store, "t-1")) == 2 and len(chases(store, "t-2")) == 2
+
+
+def _record(store: InterruptStore, due: list[chase_service.Due]) -> list[chase_service.Due]:
+    with store.engine.connect() as conn:
+        recorded: list[chase_service.Due] = run_write(
+            conn, partial(chase_service.record, items=due, native=False)
+        )
+    return recorded
