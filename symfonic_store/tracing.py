@@ -5,7 +5,9 @@ provider configured (``trace.set_tracer_provider(...)``, or the OpenTelemetry
 distribution's auto-configuration), it is a span of the ``symfonic_store`` tracer, made
 current, recording an exception that leaves it. Otherwise it is one shared no-op: the
 store imports nothing of OpenTelemetry, and a call costs a cached boolean check (the
-import is tried once, lazily, at the first span).
+import is tried once, lazily, at the first span). With the API installed but no provider
+configured, that is found out at most once a second (a provider configured later is
+used from then on).
 
 Spans carry ids, never payloads or responses: the attributes callers pass are thread and
 interrupt ids, counts and names (``symfonic.thread_id``, ``symfonic.interrupt_id``...).
@@ -15,6 +17,7 @@ Resumes, gateway answers, sweeps and deliveries use it.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -50,6 +53,11 @@ _missing = False
 """The import was tried and failed: no span is ever made (the cached boolean)."""
 _tracer: tuple[Any, Any] | None = None
 """``(provider, tracer)``: the store's tracer of the provider it was made from."""
+_unconfigured_until = 0.0
+"""Until this ``time.monotonic()``, the provider is known to be the API's proxy (none
+configured): asking again costs microseconds (an environment lookup), so it is asked at
+most once per :data:`RECHECK_SECONDS`."""
+RECHECK_SECONDS = 1.0
 
 
 def _load() -> Any:
@@ -68,15 +76,20 @@ def span(name: str, **attributes: Any) -> contextlib.AbstractContextManager[Any]
     None value is left out), or the no-op (see the module doc)."""
     if _missing:
         return _NOTHING
+    global _tracer, _unconfigured_until
+    if _unconfigured_until and time.monotonic() < _unconfigured_until:
+        return _NOTHING
     trace = _trace if _trace is not None else _load()
     if trace is None:
         return _NOTHING
     # Not configured (the API's proxy provider): a span would only be a non-recording
-    # one, so skip making it. Asked at each call: an application may configure later.
+    # one, so skip making it. Asked again after a while: an application may configure
+    # its provider after the store's first span.
     provider = trace.get_tracer_provider()
     if isinstance(provider, trace.ProxyTracerProvider):
+        _unconfigured_until = time.monotonic() + RECHECK_SECONDS
         return _NOTHING
-    global _tracer
+    _unconfigured_until = 0.0
     if _tracer is None or _tracer[0] is not provider:
         _tracer = (provider, provider.get_tracer(TRACER))
     made: contextlib.AbstractContextManager[Any] = _tracer[1].start_as_current_span(
@@ -87,7 +100,8 @@ def span(name: str, **attributes: Any) -> contextlib.AbstractContextManager[Any]
 
 def reset() -> None:
     """Forget the import's outcome, so the next span tries again (for tests)."""
-    global _trace, _missing, _tracer
+    global _trace, _missing, _tracer, _unconfigured_until
     _trace = None
     _missing = False
     _tracer = None
+    _unconfigured_until = 0.0
