@@ -124,3 +124,14 @@ def test_the_api_keeps_its_order_and_the_page_leads_with_escalated_ones_marked(
     assert 'class="decide"' in shown.text and "You cannot answer this" not in shown.text
     other = client.get("/interrupts/t-c/i-new", headers=lena)
     assert "You cannot answer this" in other.text
+    timeline = client.get("/threads/t-b", headers=lena).text
+    assert "escalated after 600s to lead" in timeline
+
+
+def test_the_timeline_says_what_each_recorded(store: InterruptStore, client: TestClient) -> None:
+    """The thread page's timeline has a line for the reminder and one for the escalation."""
+    mint_old(store, "t-b", "i-b", age=700)
+    store.sweep(policy={"refund": {"remind_after": 60, "escalate_after": 600, "escalate_to": ["lead", "cfo"]}})
+    timeline = client.get("/threads/t-b", headers={"Authorization": "Bearer alice-token"}).text
+    assert "reminded after 60s" in timeline
+    assert "escalated after 600s to cfo, lead" in timeline
