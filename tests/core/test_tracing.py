@@ -192,3 +192,19 @@ def test_without_opentelemetry_nothing_is_imported_and_every_call_works(
     finally:
         tracing.reset()
     json.dumps(report.as_dict())  # the report is unaffected
+
+
+async def test_an_async_gateway_answer_emits_its_span_too(
+    astore: Any, spans: InMemorySpanExporter
+) -> None:
+    """InterruptGateway.aanswer on the async store: the same span, ids only."""
+    wires = Wires()
+    gate = InterruptGateway(node_graph(InMemorySaver(), wires), astore)
+    out = await gate.ainvoke({}, {"configurable": {"thread_id": "t-a"}})
+    (paused,) = out["__interrupt__"]
+    await gate.aanswer("t-a", paused.id, {"approved": True, "why": SECRET_RESPONSE}, actor="alice")
+    assert wires.sent == [999]
+    (answered,) = named(spans.get_finished_spans(), "symfonic.gateway.answer")
+    assert answered.attributes is not None
+    assert answered.attributes["symfonic.interrupt_id"] == paused.id
+    assert leaks(spans.get_finished_spans()) == []
