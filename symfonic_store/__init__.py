@@ -35,8 +35,10 @@ from .errors import (
     UnknownInterruptError,
 )
 from .events import (
+    ESCALATED,
     EXPIRED,
     MINTED,
+    REMINDED,
     RESUME_REJECTED,
     RESUMED,
     ROUTE_DECIDED,
@@ -119,9 +121,11 @@ def __dir__() -> list[str]:
 # Deliberately repeated: errors.__all__'s names stand here again, literally, because static tools
 # read only a literal list.
 __all__ = [
+    "ESCALATED",
     "EXPIRED",
     "MINTED",
     "NOT_HELD",
+    "REMINDED",
     "RESUMED",
     "RESUME_REJECTED",
     "ROUTE_DECIDED",

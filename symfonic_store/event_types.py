@@ -221,6 +221,12 @@ def _resumed_line(data: Data) -> tuple[str, str]:
     return what, tone
 
 
+def _escalated_line(data: Data) -> str:
+    to = data.get("to")
+    roles = ", ".join(map(str, to)) if isinstance(to, list) else str(to)
+    return f"escalated after {data.get('after')}s to {roles}"
+
+
 # --- the built-in types -----------------------------------------------------------------
 
 MINTED: Final = _declare(EventType(
@@ -242,3 +248,16 @@ RESUME_REJECTED: Final = _declare(EventType(
     "interrupt.resume_rejected", label="refused", summary="refused ({why})",
     detail=("error", "response"), audit=_rejected_audit,
 ))
+REMINDED: Final = _declare(EventType(
+    "interrupt.reminded", label="reminded", summary="reminded after {after}s",
+))
+"""The sweep's reminder of an interrupt still open ``after`` seconds (the policy's
+``remind_after``, SPEC §14): once per interrupt (``uq_symfonic_events_one_reminder``), not
+an ending."""
+ESCALATED: Final = _declare(EventType(
+    "interrupt.escalated", label="escalated", summary="escalated",
+    describe=lambda data: (_escalated_line(data), "escalated"),
+))
+"""The sweep's escalation of an interrupt still open ``after`` seconds to the roles ``to``
+(the policy's ``escalate_after`` and ``escalate_to``, SPEC §14), who may then answer it
+too: once per interrupt (``uq_symfonic_events_one_escalation``), not an ending."""

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
+from .event_types import ESCALATED as ESCALATED
 from .event_types import EXPIRED as EXPIRED
 from .event_types import MINTED as MINTED
+from .event_types import REMINDED as REMINDED
 from .event_types import RESUME_REJECTED as RESUME_REJECTED
 from .event_types import RESUMED as RESUMED
 from .event_types import ROUTE_DECIDED as ROUTE_DECIDED

@@ -1,4 +1,5 @@
-"""What a sweep reports: the expiries, the wake-ups delivered, owed and failed.
+"""What a sweep reports: the expiries, the wake-ups delivered, owed and failed, the
+reminders and escalations.
 
 A value with no I/O, kept apart from the sweep (services/sweep.py) because two layers
 read it: the sweep fills it in, and :class:`~symfonic_store.errors.SweepIncompleteError`
@@ -13,6 +14,10 @@ from typing import Any
 
 Expiry = tuple[str, str, str]
 """``(thread_id, interrupt_id, reason)``"""
+Reminder = tuple[str, str, int | float]
+"""``(thread_id, interrupt_id, after)``: ``after`` is the policy's ``remind_after``."""
+Escalation = tuple[str, str, int | float, tuple[str, ...]]
+"""``(thread_id, interrupt_id, after, to)``: the policy's ``escalate_after`` and roles."""
 
 
 def graph_label(graph: str | None) -> str:
@@ -48,6 +53,11 @@ class SweepReport:
     """``owed`` by the graph they are owed to (None: the mint named no graph)."""
     not_held: list[Expiry] = field(default_factory=list)
     """Unnamed wake-ups the callback's graph does not hold (:data:`NOT_HELD`): left owed."""
+    reminded: list[Reminder] = field(default_factory=list)
+    """The ``interrupt.reminded`` events this sweep recorded (a dry run: would record),
+    by the policy's ``remind_after`` (SPEC §14)."""
+    escalated: list[Escalation] = field(default_factory=list)
+    """The ``interrupt.escalated`` events this sweep recorded (a dry run: would record)."""
 
     def wake_failed(self, thread_id: str, interrupt_id: str, exc: Exception) -> None:
         """Record an ``on_expired`` callback that raised."""
@@ -81,6 +91,13 @@ class SweepReport:
             "claims_settled": [
                 {"thread_id": t, "interrupt_id": i, "outcome": o} for t, i, o in self.claims_settled
             ],
+            "reminded": [
+                {"thread_id": t, "interrupt_id": i, "after": a} for t, i, a in self.reminded
+            ],
+            "escalated": [
+                {"thread_id": t, "interrupt_id": i, "after": a, "to": list(to)}
+                for t, i, a, to in self.escalated
+            ],
         }
 
     def __str__(self) -> str:
@@ -95,6 +112,10 @@ class SweepReport:
             text = f"sweep stopped partway; before it stopped it {verb} {self.count} interrupt(s)"
             text += f" ({detail})" if detail else ""
         text += f"; ttl {ttl}"
+        if self.reminded:
+            text += f"; {'would record' if self.dry_run else 'recorded'} {len(self.reminded)} reminder(s)"
+        if self.escalated:
+            text += f"; {'would escalate' if self.dry_run else 'escalated'} {len(self.escalated)} interrupt(s)"
         if self.redelivered:
             text += f"; delivered {len(self.redelivered)} owed wake-up(s)"
         if self.wake_failures:

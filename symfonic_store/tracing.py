@@ -1,33 +1,61 @@
-"""OpenTelemetry spans, when OpenTelemetry is there (SPEC §14).
+"""OpenTelemetry spans, when the application has them (SPEC §14).
 
-``span(name, **attributes)`` is a context manager: with ``opentelemetry-api`` installed
-and a tracer provider configured, it opens a span named ``name`` carrying the attributes
-(ids only, never payloads; None values left out); otherwise it does nothing. It never
-imports OpenTelemetry itself: an application that configured a provider has imported
-``opentelemetry.trace`` already, so while that module is not loaded there is nothing to
-record, and a span costs one dictionary lookup. An exception leaving the block is
-recorded on the span and raised again.
+:func:`span` returns a context manager. With ``opentelemetry-api`` installed and a tracer
+provider configured (``trace.set_tracer_provider(...)``, or the OpenTelemetry
+distribution's auto-configuration), it is a span of the ``symfonic_store`` tracer, made
+current, recording an exception that leaves it. Otherwise it is one shared no-op
+(:data:`NO_SPAN`, whose methods do nothing).
+
+The store never imports OpenTelemetry itself: an application that configured a provider
+has imported ``opentelemetry.trace`` already, so while that module is not loaded there is
+nothing to record and a span costs one dictionary lookup. With the module loaded but no
+provider set (the API's proxy or no-op provider), nothing would be recorded either.
+
+Spans carry ids, never payloads or responses: the attributes callers pass are thread and
+interrupt ids, counts and names (``symfonic.thread_id``, ``symfonic.interrupt_id``...).
+Resumes, gateway answers, sweeps and deliveries use it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Final
 
-TRACER = "symfonic_store"
-_NOTHING: AbstractContextManager[None] = nullcontext()
-
-Attribute = str | int | float | bool | None
+TRACER: Final = "symfonic_store"
+"""The instrumentation scope of the store's spans."""
 
 
-def span(name: str, **attributes: Attribute) -> AbstractContextManager[Any | None]:
-    """A span named ``name`` with ``attributes``, or nothing.
+class NoSpan:
+    """What ``with span(...) as s`` gives without OpenTelemetry: every call does nothing."""
 
-    The context manager yields the span (to add attributes found inside), or None when
-    no span is recorded.
-    """
+    __slots__ = ()
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        pass
+
+    def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+        pass
+
+    def add_event(self, name: str, attributes: Mapping[str, Any] | None = None) -> None:
+        pass
+
+    def is_recording(self) -> bool:
+        return False
+
+
+NO_SPAN: Final = NoSpan()
+_NOTHING: Final = contextlib.nullcontext(NO_SPAN)
+"""Reusable and reentrant: the one no-op every call returns."""
+
+_tracer: tuple[Any, Any] | None = None
+"""``(provider, tracer)``: the store's tracer of the provider it was made from."""
+
+
+def span(name: str, **attributes: Any) -> contextlib.AbstractContextManager[Any]:
+    """A span called ``name`` with ``attributes`` (ids and counts, never payloads; a
+    None value is left out), or the no-op (see the module doc)."""
     trace = sys.modules.get("opentelemetry.trace")
     if trace is None:
         return _NOTHING
@@ -35,11 +63,16 @@ def span(name: str, **attributes: Attribute) -> AbstractContextManager[Any | Non
     # The API's stand-ins until the application sets a provider: nothing would be recorded.
     if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
         return _NOTHING
-    return _recorded(provider.get_tracer(TRACER), name, attributes)
+    global _tracer
+    if _tracer is None or _tracer[0] is not provider:
+        _tracer = (provider, provider.get_tracer(TRACER))
+    made: contextlib.AbstractContextManager[Any] = _tracer[1].start_as_current_span(
+        name, attributes={k: v for k, v in attributes.items() if v is not None}
+    )
+    return made
 
 
-@contextmanager
-def _recorded(tracer: Any, name: str, attributes: dict[str, Attribute]) -> Iterator[Any]:
-    kept = {k: v for k, v in attributes.items() if v is not None}
-    with tracer.start_as_current_span(name, attributes=kept) as opened:
-        yield opened
+def reset() -> None:
+    """Forget the cached tracer (for tests that change the provider)."""
+    global _tracer
+    _tracer = None

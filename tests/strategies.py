@@ -23,7 +23,15 @@ from hypothesis.strategies import SearchStrategy
 
 from symfonic_store import InterruptStore
 from symfonic_store.event_types import EventType, all_types, registered
-from symfonic_store.events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED, ROUTE_DECIDED
+from symfonic_store.events import (
+    ESCALATED,
+    EXPIRED,
+    MINTED,
+    REMINDED,
+    RESUME_REJECTED,
+    RESUMED,
+    ROUTE_DECIDED,
+)
 from symfonic_store.store.append import ThreadWriter, flush, run_write
 
 Op = tuple[Any, ...]
@@ -59,6 +67,14 @@ EXPIRE = st.tuples(
     st.sampled_from(["cancelled", "ttl"]),
 )
 SWEEP = st.tuples(st.just("sweep"), st.sampled_from([None, 10.0, STORE_TTL]), st.booleans())
+# A sweep with a policy (SPEC §14): it expires what is stale, then reminds of and escalates
+# what stays open past the thresholds (the clock's ticks hit them exactly, and just past).
+CHASE = st.tuples(
+    st.just("chase"),
+    st.sampled_from([None, 1.0, 10.0, 30.0]),
+    st.sampled_from([None, 10.0, 30.0, 61.0]),
+    st.booleans(),
+)
 
 BY_TYPE: dict[str, tuple[SearchStrategy[Op], int]] = {
     # Mints and resumes come up more often than the rest: they make the interesting states.
@@ -67,6 +83,8 @@ BY_TYPE: dict[str, tuple[SearchStrategy[Op], int]] = {
     RESUMED: (RESUME, 2),
     RESUME_REJECTED: (REFUSED_RESUME, 1),
     EXPIRED: (EXPIRE, 1),
+    REMINDED: (CHASE, 1),
+    ESCALATED: (CHASE, 1),
 }
 """Event type -> (the strategy of an operation that appends it, its weight)."""
 OTHERS: dict[str, tuple[SearchStrategy[Op], int]] = {"sweep": (SWEEP, 1)}

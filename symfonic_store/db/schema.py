@@ -7,6 +7,8 @@ suite proves there is no drift). The database keeps the promises:
 - ``uq_symfonic_events_thread_version``: two writers never win the same version (I2);
 - ``uq_symfonic_events_one_mint``: one ``interrupt.minted`` per (thread, interrupt) (I4);
 - ``uq_symfonic_events_one_ending``: one terminal event per (thread, interrupt) (I3);
+- ``uq_symfonic_events_one_reminder`` and ``uq_symfonic_events_one_escalation``: the
+  sweep reminds of and escalates an interrupt at most once each (SPEC §14);
 - triggers refuse ``UPDATE``, ``DELETE`` (and on PostgreSQL ``TRUNCATE``) (I1);
 - the primary key of ``symfonic_wakeups``: at most one owed wake-up per interrupt;
 - ``symfonic_checkpoints.seq``: two checkpoints never both follow the same one (a fork);
@@ -151,6 +153,22 @@ events = sa.Table(
         unique=True,
         sqlite_where=sa.text("type IN ('interrupt.resumed', 'interrupt.expired')"),
         postgresql_where=sa.text("type IN ('interrupt.resumed', 'interrupt.expired')"),
+    ),
+    sa.Index(
+        "uq_symfonic_events_one_reminder",
+        "thread_id",
+        "interrupt_id",
+        unique=True,
+        sqlite_where=sa.text("type = 'interrupt.reminded'"),
+        postgresql_where=sa.text("type = 'interrupt.reminded'"),
+    ),
+    sa.Index(
+        "uq_symfonic_events_one_escalation",
+        "thread_id",
+        "interrupt_id",
+        unique=True,
+        sqlite_where=sa.text("type = 'interrupt.escalated'"),
+        postgresql_where=sa.text("type = 'interrupt.escalated'"),
     ),
 )
 
@@ -556,7 +574,7 @@ BEGIN
 END
 $$
 """
-"""The one-call append on PostgreSQL since ``0015_one_call_append`` (see
+"""The one-call append on PostgreSQL since ``0016_one_call_append`` (see
 :mod:`symfonic_store.db.statements.append_call`). Its ``search_path`` is pinned to the
 schema it was made in; ``verify`` checks both (:mod:`.backends.pg_guards`). A later
 migration that adds a column to the event table replaces it."""

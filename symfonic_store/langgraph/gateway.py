@@ -30,6 +30,7 @@ from ..compat import RESUME as _RESUME_CHANNEL
 from ..errors import AnswerNotTakenError, DatabaseError, InvalidInputError
 from ..services.sweep import NOT_HELD
 from ..store.runner import adrive, drive, is_async_store
+from ..tracing import span
 from ..validation import answer_ids, config_thread_id
 from .actor import actor_of
 from .answer_id import ANSWER_ID_KEY, answer_id
@@ -38,6 +39,9 @@ from .recording import saved_answers
 from .waiting import marker_interrupt as _marker_interrupt
 from .waiting import waiting_on
 from .wakers import holds
+
+ANSWER_SPAN = "symfonic.gateway.answer"
+"""The span of a gateway answer (:mod:`symfonic_store.tracing`): ids, never the answer."""
 
 if TYPE_CHECKING:
     from ..store import AsyncInterruptStore, InterruptStore
@@ -432,7 +436,8 @@ class InterruptGateway:
                 is kept: the node may have acted.
         """
         t, i, a = answer_ids(thread_id, interrupt_id, actor)
-        return self._drive(self._answer(t, i, value, a, config, authenticated_by))
+        with span(ANSWER_SPAN, **{"symfonic.thread_id": t, "symfonic.interrupt_id": i, "symfonic.graph": self.name}):
+            return self._drive(self._answer(t, i, value, a, config, authenticated_by))
 
     # Deliberately repeated: answer()'s public signature; both share _answer.
     async def aanswer(
@@ -447,7 +452,8 @@ class InterruptGateway:
     ) -> Any:
         """As :meth:`answer`, through the graph's async API (``ainvoke``, ``aget_state``)."""
         t, i, a = answer_ids(thread_id, interrupt_id, actor)
-        return await self._adrive(self._answer(t, i, value, a, config, authenticated_by))
+        with span(ANSWER_SPAN, **{"symfonic.thread_id": t, "symfonic.interrupt_id": i, "symfonic.graph": self.name}):
+            return await self._adrive(self._answer(t, i, value, a, config, authenticated_by))
 
     # --- expiry ----------------------------------------------------------------------
 

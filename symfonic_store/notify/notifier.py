@@ -291,16 +291,17 @@ class Notifier:
         sender = self._senders[sub.name]
         msg_id = webhook_id(sub.name, event.position)
         now = datetime.fromtimestamp(time.time(), UTC)
-        with span("symfonic.notify.deliver", subscription=sub.name, thread_id=event.thread_id,
-                  interrupt_id=event.interrupt_id, event_type=event.type,
-                  position=event.position, webhook_id=msg_id) as opened:
+        with span("symfonic.notify.deliver", **{
+            "symfonic.subscription": sub.name, "symfonic.thread_id": event.thread_id,
+            "symfonic.interrupt_id": event.interrupt_id, "symfonic.event_type": event.type,
+            "symfonic.position": event.position, "symfonic.webhook_id": msg_id,
+        }) as opened:
             if isinstance(sender, WebhookSender):
                 outcome = sender.send(msg_id, webhook_body(event, interrupt, self.inbox_url), now=now)
             else:
                 title, body = short_message(event, interrupt, self.inbox_url, now=now)
                 outcome = sender.send(title, body)
-            if opened is not None:
-                opened.set_attribute("outcome", outcome.kind)
+            opened.set_attribute("symfonic.outcome", outcome.kind)
         return outcome
 
     def _interrupt(self, event: StoredEvent) -> Interrupt | None:

@@ -10,7 +10,8 @@ writes nothing unless it says so:
    approve (else 412, nothing written);
 3. a LangGraph interrupt needs the ``--graph`` whose name its mint recorded (else 409,
    nothing written);
-4. the policy file (else 403, recorded as ``not_allowed`` with the principal);
+4. the policy file (else 403, recorded as ``not_allowed`` with the principal); once the
+   sweep escalated the interrupt, its entry's ``escalate_to`` roles may answer too;
 5. the store's own rules: ``store.resume`` for a seed marker, the gateway's two-phase
    claim for a LangGraph interrupt (409 resolved or in progress, 410 expired, 403 the
    store's ``approvers=``, 422 the graph did not take it) -- each recorded by the store.
@@ -47,9 +48,9 @@ from ..errors import (
     SymfonicStoreError,
     UnknownInterruptError,
 )
-from ..events import ENDINGS, EXPIRED, MINTED, RESUMED, StoredEvent
+from ..events import ENDINGS, ESCALATED, EXPIRED, MINTED, RESUMED, StoredEvent
+from ..policy import Policy
 from ..projection import is_native_mint
-from .policy import Policy
 from .principal import Principal
 
 if TYPE_CHECKING:
@@ -129,6 +130,10 @@ def _number(value: Any) -> float | None:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     return None
+
+
+def _roles(value: Any) -> list[str]:
+    return [str(r) for r in value] if isinstance(value, list) else []
 
 
 def _iso(moment: float | None) -> str | None:
@@ -283,6 +288,7 @@ class Approvals:
             time.time(),
         )
         ending = next((e for e in events if e.type in ENDINGS), None)
+        escalation = next((e for e in events if e.type == ESCALATED), None)
         view.update(
             status="pending" if ending is None else ("resumed" if ending.type == RESUMED else "expired"),
             requested_by=mint.actor,
@@ -292,6 +298,7 @@ class Approvals:
             resolved_at=None if ending is None else ending.occurred_at.isoformat(),
             reason=None if ending is None or ending.type != EXPIRED else ending.data.get("reason"),
             response=None if ending is None or ending.type != RESUMED else ending.data.get("response"),
+            escalated_to=None if escalation is None else _roles(escalation.data.get("to")),
             events=[e.as_dict() for e in events],
         )
         if ending is None and is_native_mint(data):
@@ -317,15 +324,38 @@ class Approvals:
 
     # --- answering -------------------------------------------------------------------
 
-    def refusal(self, principal: Principal, name: str | None, requester: str | None) -> str | None:
+    def escalated_first(self, items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The inbox's items with the escalated ones first (SPEC §14), each item given
+        ``escalated_to`` (the roles, or None); the order is otherwise kept."""
+        found = {
+            (e["thread_id"], e["interrupt_id"]): e["to"]
+            for e in self.store.escalations({str(i["thread_id"]) for i in items})
+        }
+        marked = [
+            {**i, "escalated_to": found.get((i["thread_id"], i["interrupt_id"]))} for i in items
+        ]
+        return sorted(marked, key=lambda i: i["escalated_to"] is None)
+
+    def escalated(self, thread_id: str, interrupt_id: str, name: str | None) -> bool:
+        """Has the sweep escalated this interrupt, where the policy lets that matter?"""
+        if self.policy is None or not self.policy.escalates(name):
+            return False
+        return any(e["interrupt_id"] == interrupt_id for e in self.store.escalations([thread_id]))
+
+    def refusal(
+        self, principal: Principal, name: str | None, requester: str | None, *, escalated: bool = False
+    ) -> str | None:
         """Why the policy forbids ``principal`` to answer an interrupt of ``name`` asked by
         ``requester`` (the mint's actor); None when it may, or when there is no policy.
+        ``escalated``: the sweep escalated it, so the ``escalate_to`` roles may answer too.
 
         The one place that decides: an answer is refused with it, and the inbox asks it
         before offering a button, so a person is never offered a click that would only be
         refused (and recorded).
         """
-        return None if self.policy is None else self.policy.refusal(principal, name, requester)
+        if self.policy is None:
+            return None
+        return self.policy.refusal(principal, name, requester, escalated=escalated)
 
     def _ending(self, thread_id: str, interrupt_id: str) -> StoredEvent | None:
         return next(
@@ -386,6 +416,9 @@ class Approvals:
                     + ". Nothing was written",
                 )
         why = self.refusal(principal, record.get("name"), record.get("actor"))
+        if why is not None and self.escalated(thread_id, interrupt_id, record.get("name")):
+            # Read only on a refusal: an escalation can only widen who may answer.
+            why = self.refusal(principal, record.get("name"), record.get("actor"), escalated=True)
         if why is not None:
             try:
                 self.store.record_refusal(

@@ -1,24 +1,8 @@
-"""The text of a file the server is configured with (``--tokens``, ``--policy``).
-
-Both are read the same way, so both refuse the same way: a message that names the file.
-"""
+"""The text of a file the server is configured with: read by :mod:`symfonic_store.config_file`
+(the policy file is also the sweep's, a layer below the server)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from ..config_file import read_config_text as read_config_text
 
-from ..errors import InvalidInputError
-
-
-def read_config_text(path: str | Path, field: str) -> str:
-    """The UTF-8 text of the file at ``path``; ``field`` names it in the error.
-
-    Raises:
-        InvalidInputError: the file cannot be read, or is not UTF-8 text.
-    """
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidInputError(field, f"cannot be read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise InvalidInputError(field, "is not UTF-8 text") from None
+__all__ = ["read_config_text"]

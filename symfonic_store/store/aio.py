@@ -195,6 +195,7 @@ class AsyncInterruptStore(Integrations):
     record_checkpoint_moved = _Operation(Operations.record_checkpoint_moved)
     interrupt_record = _Operation(Operations.interrupt_record)
     sweep = _Operation(Operations.sweep)
+    escalations = _Operation(Operations.escalations)
     rebuild_projection = _Operation(Operations.rebuild_projection)
     pending = _Operation(Operations.pending)
     state = _Operation(Operations.state)

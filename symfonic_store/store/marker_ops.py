@@ -11,9 +11,13 @@ from ..errors import (
 )
 from ..events import REJECTION_WHYS
 from ..protocol import PENDING_KEY, normalize_response
+from ..tracing import span
 from . import lifecycle
 from .plan import Op, Plan
 from .settings import Settings
+
+RESUME_SPAN = "symfonic.resume"
+"""The span of ``store.resume`` (:mod:`symfonic_store.tracing`): ids, never the response."""
 
 if TYPE_CHECKING:
     from langgraph.types import Command
@@ -159,20 +163,21 @@ class MarkerOps(Settings):
         )
         # A plan step, alike its neighbours in shape only (another rule, its own keywords):
         # deliberately spelled out.
-        admitted: Any = yield Op(
-            partial(
-                lifecycle.resume,
-                rules=self.rules,
-                thread_id=t,
-                interrupt_id=i,
-                response=r,
-                actor=a,
-                response_json=r_json,
-                authenticated_by=by,
-            ),
-            write=True,
-            thread=t,
-        )
+        with span(RESUME_SPAN, **{"symfonic.thread_id": t, "symfonic.interrupt_id": i}):
+            admitted: Any = yield Op(
+                partial(
+                    lifecycle.resume,
+                    rules=self.rules,
+                    thread_id=t,
+                    interrupt_id=i,
+                    response=r,
+                    actor=a,
+                    response_json=r_json,
+                    authenticated_by=by,
+                ),
+                write=True,
+                thread=t,
+            )
         from langgraph.types import Command  # the graph machinery only when a command is made
 
         from ..protocol import encode_resume

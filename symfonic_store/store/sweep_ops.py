@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +14,8 @@ from ..errors import (
     SweepIncompleteError,
     SymfonicStoreError,
 )
+from ..policy import Policy, policy_of
+from ..services import chase as chase_service
 from ..services import wakeups as wakeup_service
 from ..services.rebuild import Progress, rebuild
 from ..services.sweep import (
@@ -28,6 +30,7 @@ from ..services.sweep import (
     sweep_native_batch,
 )
 from ..sweep_report import Expiry, SweepReport
+from ..tracing import span
 from . import settlement
 from .plan import Call, OnExpired, Op, Plan
 from .settings import Settings
@@ -177,6 +180,50 @@ def _expire_batches(
             return
 
 
+def _chase(
+    report: SweepReport, policy: Policy, dry_run: bool, size: int, scope: tuple[str, ...] | None
+) -> Plan[None]:
+    """Remind of and escalate what the policy says (SPEC §14), page after page: each page
+    read, then what it is due for recorded in its own transaction (decided again under
+    each thread's lock, see :mod:`~symfonic_store.services.chase`). A dry run leaves out
+    what it would expire."""
+    skip = {(t, i) for t, i, _ in report.expired} if dry_run else set()
+    for native in (False, True):
+        after = ("", "")
+        while True:
+            page: chase_service.ChasePage = yield Op(
+                partial(
+                    chase_service.chase_page, policy=policy, native=native, after=after,
+                    limit=size, thread_ids=scope, skip=skip,
+                ),
+                write=False,
+            )
+            recorded = page.due
+            if page.due and not dry_run:
+                recorded = yield Op(
+                    partial(chase_service.record, items=page.due, native=native), write=True
+                )
+            for item in recorded:
+                item.report_to(report)
+            if page.last_key is None:
+                break
+            after = page.last_key
+
+
+def _traced(report: SweepReport, sweep: Any) -> None:
+    """The sweep's span: counts, and an event per interrupt it expired or chased (ids only)."""
+    sweep.set_attribute("symfonic.expired", len(report.expired))
+    sweep.set_attribute("symfonic.reminded", len(report.reminded))
+    sweep.set_attribute("symfonic.escalated", len(report.escalated))
+    for kind, items in (
+        ("interrupt.expired", report.expired),
+        ("interrupt.reminded", report.reminded),
+        ("interrupt.escalated", report.escalated),
+    ):
+        for item in items:
+            sweep.add_event(kind, {"symfonic.thread_id": item[0], "symfonic.interrupt_id": item[1]})
+
+
 class SweepOps(Settings):
     """The sweep, the wake-ups it owes, and the rebuild of the projection."""
 
@@ -189,8 +236,10 @@ class SweepOps(Settings):
         on_expired: OnExpired | None = None,
         thread_ids: list[str] | tuple[str, ...] | set[str] | frozenset[str] | None = None,
         graph: str | None = None,
+        policy: Policy | Mapping[str, Any] | None = None,
     ) -> Plan[SweepReport]:
-        """Expire every stale pending interrupt (TTL passed or run moved on).
+        """Expire every stale pending interrupt (TTL passed or run moved on), and remind
+        of and escalate the open ones the ``policy`` says.
 
         ``on_expired(thread_id, interrupt_id, reason)`` is called after each batch of
         expiries is committed (use :func:`~symfonic_store.make_graph_waker` to wake the
@@ -213,13 +262,21 @@ class SweepOps(Settings):
         the thread) leaves that wake-up owed too, listed in ``not_held``. Without
         ``graph`` the callback gets every wake-up.
 
+        ``policy`` (a :class:`~symfonic_store.policy.Policy` or its JSON object, the
+        service's policy file): an interrupt still open ``remind_after`` seconds after its
+        mint gets ``interrupt.reminded`` (data ``after``), one open ``escalate_after``
+        seconds gets ``interrupt.escalated`` (data ``after`` and ``to``, the
+        ``escalate_to`` roles, who may then answer it too), at most once each per
+        interrupt, after this sweep's expiries; neither ends it. They are listed in
+        ``reminded`` and ``escalated`` (a dry run: what would be recorded).
+
         Each batch is its own transaction. A store error after a batch committed raises
         :class:`~symfonic_store.SweepIncompleteError`, whose ``report`` lists what was
         committed; when nothing was written the error itself is raised.
 
         Raises:
-            InvalidInputError: a bad TTL, batch size, dry-run flag, callback, thread ids or
-                graph name.
+            InvalidInputError: a bad TTL, batch size, dry-run flag, callback, thread ids,
+                graph name or policy.
             SweepIncompleteError: the sweep stopped partway (see above).
             DatabaseError, SchemaNotMigratedError: it failed before writing anything.
         """
@@ -237,6 +294,25 @@ class SweepOps(Settings):
             graph = getattr(on_expired, "graph_name", None)
         if graph is not None:
             graph = validation.required_id(graph, "graph")
+        rules = policy_of(policy)
+        chases = rules if rules is not None and rules.chases else None
+        with span("symfonic.sweep", **{"symfonic.dry_run": dry_run}) as traced:
+            report = yield from self._sweep(
+                ttl, dry_run, size, on_expired, only, graph, chases
+            )
+            _traced(report, traced)
+        return report
+
+    def _sweep(
+        self,
+        ttl: float | None,
+        dry_run: bool,
+        size: int,
+        on_expired: OnExpired | None,
+        only: tuple[str, ...] | None,
+        graph: str | None,
+        chases: Policy | None,
+    ) -> Plan[SweepReport]:
         report = SweepReport(dry_run=dry_run, ttl_seconds=ttl, owed=0)
         wake = None if dry_run else on_expired
         claim = None if wake is None else WakeClaim()
@@ -264,6 +340,8 @@ class SweepOps(Settings):
                     yield from _expire_batches(
                         report, wake, claim, dry_run, natives, ("after", ("", ""), "last_key")
                     )
+                if chases is not None:
+                    yield from _chase(report, chases, dry_run, size, scope)
                 owed: dict[str | None, int] = yield Op(
                     partial(count_owed, thread_ids=scope), write=False
                 )
@@ -280,7 +358,8 @@ class SweepOps(Settings):
                 with contextlib.suppress(SymfonicStoreError):
                     yield Op(partial(let_go, claim=claim), write=True)
             touched = (
-                report.expired or report.redelivered or report.wake_failures or report.claims_settled
+                report.expired or report.redelivered or report.wake_failures
+                or report.claims_settled or report.reminded or report.escalated
             )
             if not touched and not failed.outcome_unknown:
                 raise  # nothing of this sweep was written or called, and that is known
@@ -289,6 +368,23 @@ class SweepOps(Settings):
             report.owed_to = {}
             raise failed from None
         return report
+
+    def escalations(
+        self, thread_ids: list[str] | tuple[str, ...] | set[str] | frozenset[str]
+    ) -> Plan[list[dict[str, Any]]]:
+        """The sweep's escalations on these threads (SPEC §14), oldest first: dicts with
+        ``thread_id``, ``interrupt_id``, ``to`` (the roles) and ``at`` (when). An
+        escalated interrupt may be answered by those roles too; the inbox lists it first.
+
+        Raises:
+            InvalidInputError: a bad thread id.
+        """
+        only = validation.thread_ids(thread_ids) or ()
+        found: list[dict[str, Any]] = []
+        for scope in _scopes(only):
+            assert scope is not None
+            found.extend((yield Op(partial(chase_service.escalated_on, thread_ids=scope), write=False)))
+        return found
 
     def rebuild_projection(
         self, *, progress: Progress | None = None, force: bool = False

@@ -102,7 +102,7 @@ def test_the_registry_declares_the_built_in_types_once() -> None:
     """The built-in types, in order, with their endings and their run-id rule."""
     assert tuple(t.name for t in registry.all_types()) == EVENT_TYPES == (
         "interrupt.minted", "route.decided", "interrupt.resumed", "interrupt.expired",
-        "interrupt.resume_rejected",
+        "interrupt.resume_rejected", "interrupt.reminded", "interrupt.escalated",
     )
     assert ENDINGS == (RESUMED, EXPIRED)
     assert registry.run_id_types() == (MINTED, "route.decided")

@@ -87,15 +87,16 @@ def test_a_span_per_delivery_with_ids_and_outcome_never_the_payload(
     (event,) = store.events()
     (span,) = [s for s in spans.get_finished_spans() if s.name == "symfonic.notify.deliver"]
     assert dict(span.attributes) == {
-        "subscription": "erp", "thread_id": "t-1", "interrupt_id": pending["interrupt_id"],
-        "event_type": "interrupt.minted", "position": event.position,
-        "webhook_id": webhook_id("erp", event.position), "outcome": "delivered",
+        "symfonic.subscription": "erp", "symfonic.thread_id": "t-1",
+        "symfonic.interrupt_id": pending["interrupt_id"], "symfonic.event_type": "interrupt.minted",
+        "symfonic.position": event.position, "symfonic.webhook_id": webhook_id("erp", event.position),
+        "symfonic.outcome": "delivered",
     }
     assert PAYLOAD_SECRET not in repr(span.to_json())
 
 
 def test_without_a_provider_or_without_the_api_no_span_is_made_and_nothing_imported() -> None:
-    """Fresh interpreters: span() imports nothing of OpenTelemetry and yields None; with the API loaded but no provider set, still None; the notifier's import loads none of it."""
+    """Fresh interpreters: span() imports nothing of OpenTelemetry and yields the no-op; with the API loaded but no provider set, still the no-op; the notifier's import loads none of it."""
     import subprocess
     import sys
 
@@ -103,10 +104,10 @@ def test_without_a_provider_or_without_the_api_no_span_is_made_and_nothing_impor
         "import sys\n"
         "from symfonic_store import tracing\n"
         "import symfonic_store.notify\n"
-        "with tracing.span('x', a=1) as s: assert s is None\n"
+        "with tracing.span('x', a=1) as s: assert s is tracing.NO_SPAN\n"
         "assert not any(m.startswith('opentelemetry') for m in sys.modules), 'imported'\n"
         "import opentelemetry.trace\n"
-        "with tracing.span('x', a=1) as s: assert s is None\n"
+        "with tracing.span('x', a=1) as s: assert s is tracing.NO_SPAN\n"
         "print('ok')\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)

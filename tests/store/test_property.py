@@ -11,6 +11,7 @@ Each example uses thread ids of its own, so examples share one migrated database
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -23,8 +24,10 @@ from langgraph.types import Command
 from strategies import STORE_TTL, THREADS, append_event, missing, steps, throwaway_type
 
 from symfonic_store import (
+    ESCALATED,
     EXPIRED,
     INTERRUPT_ACK_SENTINEL,
+    REMINDED,
     RESUMED,
     InterruptAlreadyResolvedError,
     InterruptExpiredError,
@@ -35,7 +38,7 @@ from symfonic_store import (
 )
 from symfonic_store.event_types import EventType, spec_of
 from symfonic_store.projection import fold
-from symfonic_store.protocol import stale_reason
+from symfonic_store.protocol import stale_reason, ttl_passed
 
 START = "2030-01-01 00:00:00"
 
@@ -49,6 +52,10 @@ class RefThread:
     minted: list[str] = field(default_factory=list)
     ended: dict[str, tuple[str, Any, Any]] = field(default_factory=dict)
     """interrupt id -> ("resumed", actor, response) or ("expired", reason, None)"""
+    since: float | None = None
+    """What the pending interrupt's age counts from (its numeric minted_at, else its mint's time)."""
+    chased: dict[str, list[str]] = field(default_factory=dict)
+    """interrupt id -> the reminder and escalation types recorded for it, in order"""
 
     def state(self) -> dict[str, Any]:
         return {"_interrupt_pending": self.pending, "run_id": self.run_id}
@@ -124,6 +131,10 @@ class Example:
             if ref.pending is not None:
                 ref.end(ref.pending["interrupt_id"], ("expired", "superseded", None))
             ref.pending = dict(marker)
+            mint = self.store.history(t)[-1]
+            number = mint.data.get("minted_at")
+            numeric = isinstance(number, int | float) and not isinstance(number, bool)
+            ref.since = float(number) if numeric else mint.occurred_at.timestamp()
             ref.minted.append(interrupt_id)
             if run_id is not None:
                 ref.run_id = run_id
@@ -218,6 +229,50 @@ class Example:
             for t, interrupt_id, reason in expected:
                 self.ref[t].end(interrupt_id, ("expired", reason, None))
 
+    def op_chase(self, remind: float | None, escalate: float | None, dry_run: bool) -> None:
+        """A sweep with a policy: the expiries of op_sweep first, then a reminder and an
+        escalation, once each, of what stays pending past the thresholds (SPEC §14)."""
+        entry: dict[str, Any] = {"remind_after": remind}
+        if escalate is not None:
+            entry.update(escalate_after=escalate, escalate_to=["boss"])
+        policy = {"approval_required": entry}
+        report = self.store.sweep(policy=policy, dry_run=dry_run, batch_size=2)
+        now = time.time()
+        expected_reminded, expected_escalated = set(), set()
+        for t in self.threads:
+            ref = self.ref[t]
+            if ref.pending is None or stale_reason(ref.state(), STORE_TTL) is not None:
+                continue
+            interrupt_id = str(ref.pending["interrupt_id"])
+            done = ref.chased.get(interrupt_id, [])
+            if remind is not None and REMINDED not in done and ttl_passed(ref.since, remind, now):
+                expected_reminded.add((t, interrupt_id, int(remind)))
+            if escalate is not None and ESCALATED not in done and ttl_passed(ref.since, escalate, now):
+                expected_escalated.add((t, interrupt_id, int(escalate), ("boss",)))
+        assert {r for r in report.reminded if r[0] in self.ref} == expected_reminded
+        assert {e for e in report.escalated if e[0] in self.ref} == expected_escalated
+        self.op_sweep_expected(report, STORE_TTL, dry_run)
+        if not dry_run:
+            for t, interrupt_id, _ in expected_reminded:
+                self.ref[t].chased.setdefault(interrupt_id, []).append(REMINDED)
+            for t, interrupt_id, _, _ in expected_escalated:
+                self.ref[t].chased.setdefault(interrupt_id, []).append(ESCALATED)
+
+    def op_sweep_expected(self, report: Any, effective: float, dry_run: bool) -> None:
+        """The expiries a sweep must report and (unless a dry run) leave in the model."""
+        expected = set()
+        for t in self.threads:
+            ref = self.ref[t]
+            reason = stale_reason(ref.state(), effective)
+            if ref.pending is not None and reason is not None:
+                expected.add((t, ref.pending["interrupt_id"], reason))
+        ours = [entry for entry in report.expired if entry[0] in self.ref]
+        assert len(ours) == len(set(ours))
+        assert set(ours) == expected
+        if not dry_run:
+            for t, interrupt_id, reason in expected:
+                self.ref[t].end(interrupt_id, ("expired", reason, None))
+
     # --- the checks after every step ------------------------------------------------------
 
     def check(self) -> None:
@@ -240,6 +295,12 @@ class Example:
             assert {i: kind for i, kind in endings} == {
                 i: (RESUMED if end[0] == "resumed" else EXPIRED) for i, end in ref.ended.items()
             }
+            # SPEC §14: each reminder and escalation the model expects, once, in order.
+            chased: dict[str, list[str]] = {}
+            for e in history:
+                if e.type in (REMINDED, ESCALATED):
+                    chased.setdefault(str(e.interrupt_id), []).append(e.type)
+            assert chased == ref.chased
         self.store.rebuild_projection()
         for t in self.threads:
             assert self.store.state(t) == self.ref[t].state()

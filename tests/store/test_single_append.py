@@ -276,7 +276,7 @@ def test_the_migration_adds_and_drops_the_function(store: InterruptStore) -> Non
     postgres = store.engine.dialect.name == "postgresql"
     assert not postgres or present()
     with store.engine.begin() as conn:
-        downgrade(conn, "0014_decision_audit")
+        downgrade(conn, "0015_notify_cursors")
     assert not postgres or not present()
     with store.engine.begin() as conn:
         upgrade(conn)

@@ -12,6 +12,7 @@ from ...errors import (
     InvalidInputError,
     SweepIncompleteError,
 )
+from ...policy import Policy
 from ..app import (
     PROG,
     Problem,
@@ -126,17 +127,29 @@ def sweep(
     ] = None,
     langgraph_url: LangGraphUrl = None,
     langgraph_api_key_file: LangGraphKeyFile = None,
+    policy: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy",
+            metavar="FILE",
+            help="The service's policy file (serve --policy): remind of and escalate the open "
+            "interrupts its remind_after / escalate_after (with escalate_to) say, once each.",
+        ),
+    ] = None,
     output: TableOrJsonFormat = TableOrJson.table,
 ) -> None:
-    """Expire every stale pending interrupt (the cron job).
+    """Expire every stale pending interrupt (the cron job), and with --policy remind of and
+    escalate the open ones.
 
     Without a TTL (--ttl, SYMFONIC_STORE_TTL) only interrupts whose run moved on expire,
-    and a note on stderr says so. Lists what it expired (thread, interrupt, reason); a
-    note on stderr says to which graphs wake-ups are still owed and what to do.
+    and a note on stderr says so. Lists what it expired (thread, interrupt, reason) and
+    what it reminded of or escalated; a note on stderr says to which graphs wake-ups are
+    still owed and what to do.
     """
     woken: list[tuple[str, str]] = []
     if graph is not None and langgraph_url is not None:
         raise InvalidInputError("--langgraph-url", "wakes served graphs: give it or --graph, not both")
+    rules = None if policy is None else Policy.from_file(policy)
     compiled = None if graph is None else import_graph(graph)
     stopped: SweepIncompleteError | None = None
     with get_session(ctx).store() as store:
@@ -148,7 +161,8 @@ def sweep(
             on_expired = _Counting(served, woken)
         try:
             report = store.sweep(
-                ttl_seconds=ttl, dry_run=dry_run, batch_size=batch_size, on_expired=on_expired
+                ttl_seconds=ttl, dry_run=dry_run, batch_size=batch_size, on_expired=on_expired,
+                policy=rules,
             )
         except SweepIncompleteError as exc:
             # What committed before the failure is printed like any report (the failure
@@ -166,6 +180,16 @@ def sweep(
                 + ("would expire" if report.dry_run else "expired"),
                 ("thread", "interrupt", "reason"),
                 report.expired,
+            )
+        chased = [(t, i, "reminded", f"after {a}s") for t, i, a in report.reminded] + [
+            (t, i, "escalated", f"after {a}s to {', '.join(to)}") for t, i, a, to in report.escalated
+        ]
+        if chased:
+            table(
+                f"{len(chased)} reminder(s) and escalation(s) "
+                + ("due" if report.dry_run else "recorded"),
+                ("thread", "interrupt", "event", "why"),
+                chased,
             )
     _notes(ctx, report)
     if report.wake_failures:

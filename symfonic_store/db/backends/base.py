@@ -41,6 +41,8 @@ RACE_CONSTRAINTS = frozenset(
         "uq_symfonic_events_thread_version",  # two writers took the same version (I2)
         "uq_symfonic_events_one_mint",  # two mints of one interrupt (I4)
         "uq_symfonic_events_one_ending",  # two endings of one interrupt (I3)
+        "uq_symfonic_events_one_reminder",  # two sweeps reminded of one interrupt (SPEC §14)
+        "uq_symfonic_events_one_escalation",  # two sweeps escalated one interrupt (SPEC §14)
         "symfonic_threads_pkey",  # two writers created the same thread's projection row
     }
 )

@@ -224,7 +224,9 @@ async def index(request: Request) -> Response:
     # the cursor, so it refreshes the page instead of being missed.
     after = await svc.lanes.run(svc.metrics.tail.catch_up, 0.5)
     page = await svc.lanes.run(svc.approvals.inbox, limit=500)
-    return render(request, "inbox.html", who=who, title="Inbox", items=page["items"],
+    # Escalated interrupts first, marked (SPEC §14); the API's order stays oldest first.
+    items = await svc.lanes.run(svc.approvals.escalated_first, page["items"])
+    return render(request, "inbox.html", who=who, title="Inbox", items=items,
                   more=page["next"] is not None, after=after)
 
 
@@ -310,7 +312,9 @@ async def _show(
     # whose click would only be refused and recorded. Looking writes nothing.
     forbidden = None
     if view["status"] == "pending":
-        forbidden = svc.approvals.refusal(who, view.get("name"), view.get("requested_by"))
+        forbidden = svc.approvals.refusal(
+            who, view.get("name"), view.get("requested_by"), escalated=view.get("escalated_to") is not None
+        )
     return render(
         request, "interrupt.html", who=who, status=status, title=view.get("name") or "Interrupt",
         iv=view, timeline=[describe(e) for e in view["events"]], error=error,

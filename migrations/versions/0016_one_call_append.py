@@ -14,8 +14,8 @@ pinned to the schema it is made in (``verify`` checks the body and the pin).
 SQLite has no such function: nothing changes there. The downgrade drops the function;
 the store of the revision below never calls it.
 
-Revision ID: 0015_one_call_append
-Revises: 0014_decision_audit
+Revision ID: 0016_one_call_append
+Revises: 0015_notify_cursors
 Create Date: 2026-12-02
 """
 
@@ -25,8 +25,8 @@ from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = "0015_one_call_append"
-down_revision: str | None = "0014_decision_audit"
+revision: str = "0016_one_call_append"
+down_revision: str | None = "0015_notify_cursors"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,109 @@
+"""The sweep's reminders and escalations (SPEC §14): the open interrupts old enough to be
+chased, and what each thread was already chased for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ...events import ESCALATED, REMINDED
+from ..executor import executor_for
+from ..schema import events, open_interrupts, threads
+
+CHASES = (REMINDED, ESCALATED)
+
+
+def _chased(kind: str, thread_id: Any, interrupt_id: Any) -> sa.ColumnElement[bool]:
+    """Has this interrupt an event of ``kind``? (the partial unique index answers it)"""
+    return sa.exists().where(
+        events.c.thread_id == thread_id,
+        events.c.interrupt_id == interrupt_id,
+        events.c.type == kind,
+    )
+
+
+def chase_candidates(
+    conn: Connection,
+    *,
+    native: bool,
+    cutoff: float,
+    after: tuple[str, str],
+    limit: int,
+    thread_ids: Sequence[str] | None = None,
+) -> list[dict[str, Any]]:
+    """Open interrupts older than ``cutoff`` (Unix seconds): seed markers (the thread
+    rows' pending marker) or, with ``native``, LangGraph's own (the open-interrupts rows).
+
+    Dicts of ``thread_id``, ``interrupt_id``, ``name``, ``since`` (what the age counts
+    from: the marker's ``pending_since``, the interrupt's ``minted_at``), ``reminded``
+    and ``escalated`` (has it been?). Keyset-paged on ``(thread_id, interrupt_id)``. Not
+    locked: the sweep takes each thread's lock and decides again under it.
+    """
+    if native:
+        t, i = open_interrupts.c.thread_id, open_interrupts.c.interrupt_id
+        name: Any = open_interrupts.c.name
+        since: Any = open_interrupts.c.minted_at
+    else:
+        t, i = threads.c.thread_id, threads.c.pending_interrupt_id
+        name = threads.c.pending["name"].as_string()
+        since = threads.c.pending_since
+    query = sa.select(
+        t.label("thread_id"),
+        i.label("interrupt_id"),
+        name.label("name"),
+        since.label("since"),
+        _chased(REMINDED, t, i).label("reminded"),
+        _chased(ESCALATED, t, i).label("escalated"),
+    ).where(since < cutoff)
+    if not native:
+        query = query.where(i.is_not(None))
+    query = (
+        query.where(sa.tuple_(t, i) > sa.tuple_(sa.literal(after[0]), sa.literal(after[1])))
+        .order_by(t, i)
+        .limit(limit)
+    )
+    if thread_ids is not None:
+        query = query.where(t.in_(thread_ids))
+    return [
+        {**row._asdict(), "reminded": bool(row.reminded), "escalated": bool(row.escalated)}
+        for row in conn.execute(query)
+    ]
+
+
+_CHASED_ON_THREAD = (
+    sa.select(events.c.interrupt_id, events.c.type)
+    .where(events.c.thread_id == sa.bindparam("t"))
+    .where(sa.or_(*(events.c.type == kind for kind in CHASES)))
+)
+
+
+def chased_on_thread(conn: Connection, thread_id: str) -> set[tuple[str, str]]:
+    """``(interrupt_id, type)`` of the thread's reminders and escalations so far."""
+    return {(str(r[0]), str(r[1])) for r in executor_for(conn).fetch(conn, _CHASED_ON_THREAD, {"t": thread_id})}
+
+
+def escalations(conn: Connection, thread_ids: Sequence[str]) -> list[dict[str, Any]]:
+    """The escalations recorded on these threads: ``thread_id``, ``interrupt_id``, the
+    roles ``to`` and when (``at``), oldest first."""
+    if not thread_ids:
+        return []
+    query = (
+        sa.select(events.c.thread_id, events.c.interrupt_id, events.c.data, events.c.occurred_at)
+        .where(events.c.type == ESCALATED)
+        .where(events.c.thread_id.in_(list(thread_ids)))
+        .order_by(events.c.position)
+    )
+    found = []
+    for thread_id, interrupt_id, data, at in conn.execute(query):
+        to = data.get("to") if isinstance(data, dict) else None
+        found.append({
+            "thread_id": thread_id,
+            "interrupt_id": interrupt_id,
+            "to": [str(r) for r in to] if isinstance(to, list) else [],
+            "at": at,
+        })
+    return found
