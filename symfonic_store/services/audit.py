@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
+from functools import partial
 from operator import attrgetter
 from typing import Any
 
@@ -264,10 +265,10 @@ def audit(
             end_type, end_actor, end_reason, end_response, end_decisions, end_text,
             requested_by, authenticated_by,
         ) = row
-        minted_at = utc(minted_text)
-        if since is not None and minted_at < since:  # type: ignore[operator]
+        minted_at: Any = utc(minted_text)  # NULL only where a column was tampered with
+        if since is not None and minted_at < since:
             continue
-        if until is not None and minted_at > until:  # type: ignore[operator]
+        if until is not None and minted_at > until:
             continue
         resumed = end_type == RESUMED
         if end_type is None:
@@ -288,7 +289,7 @@ def audit(
                 for index, action in enumerate(requests):
                     word, source = (
                         _decided(recorded if isinstance(recorded, list) else None, index,
-                                 lambda d=decoded, r=response: (d, r), i_id, derived)
+                                 partial(tuple, (decoded, response)), i_id, derived)
                         if resumed else (None, None)
                     )
                     if decision is not None and word != decision:

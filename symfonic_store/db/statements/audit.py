@@ -67,12 +67,15 @@ def utc(value: Any) -> datetime | None:
     ``fromisoformat`` call."""
     if value is None:
         return None
+    moment: datetime
     if isinstance(value, str):
         try:
             return _fromisoformat(value + "+00:00")  # naive UTC text: already UTC
         except ValueError:  # text with an offset of its own (or not a timestamp: raises)
-            value = _fromisoformat(value)
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+            moment = _fromisoformat(value)
+    else:
+        moment = value
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _audit_query(*, by_thread: bool, by_actor: bool) -> sa.Select[Any]:
@@ -158,7 +161,9 @@ def _audit_attempts_query(*, by_thread: bool, by_actor: bool) -> sa.Select[Any]:
                 ),
             )
         )
-        .where(rejected.c.type == RESUME_REJECTED)
+        # A literal, as the index of refusals (0015_audit_refusals) says it: both backends
+        # then read only the refusals, through it.
+        .where(rejected.c.type == sa.literal_column(f"'{RESUME_REJECTED}'"))
         .order_by(rejected.c.thread_id, rejected.c.version)
     )
     if by_thread:
