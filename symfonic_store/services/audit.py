@@ -116,7 +116,7 @@ class AuditRecord:
 # --- lazy fields --------------------------------------------------------------------
 #
 # audit() reads tens of thousands of records of which a caller often reads a few fields:
-# decoding every payload, answer and decision up front was most of its time. A record it
+# decoding every payload, answer, decision and time up front was most of its time. A record it
 # builds holds those fields as read from the database (:class:`_Stored`) and decodes one on
 # its first read, in place, through the descriptors below; the class, its fields, its
 # equality, hash, repr, pickling and renderings are the dataclass's, which read every
@@ -175,7 +175,7 @@ _loads = json.loads
 # json.loads' own scanner, without its wrapping (typeshed does not declare it).
 _scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 # The columns of audit_rows' first result that the lazy fields decode.
-_PAYLOAD, _RESPONSE, _DECISIONS = 4, 10, 11
+_PAYLOAD, _RESPONSE, _DECISIONS, _RESOLVED_AT = 3, 9, 10, 11
 
 
 def _json(raw: str | None) -> Any:
@@ -199,6 +199,10 @@ def _decode_response(record: AuditRecord, row: Sequence[Any]) -> None:
     _SLOTS["response"].__set__(record, _json(row[_RESPONSE]))
 
 
+def _decode_resolved_at(record: AuditRecord, row: Sequence[Any]) -> None:
+    _SLOTS["resolved_at"].__set__(record, utc(row[_RESOLVED_AT]))
+
+
 def _decode_decision(record: AuditRecord, row: Sequence[Any]) -> None:
     """Both ``decision`` and ``decision_source`` of an answer's one record: they come
     from one reading of its recorded decisions (else of its payload and response)."""
@@ -214,6 +218,7 @@ def _decode_decision(record: AuditRecord, row: Sequence[Any]) -> None:
 for _name, _decode in (
     ("payload", _decode_payload),
     ("response", _decode_response),
+    ("resolved_at", _decode_resolved_at),
     ("decision", _decode_decision),
     ("decision_source", _decode_decision),
 ):
@@ -254,8 +259,8 @@ def audit(
     first; ``since``/``until`` bound ``minted_at``; ``decision`` keeps the records whose
     reported decision is exactly that.
 
-    A record's ``payload``, ``response``, ``decision`` and ``decision_source`` are decoded
-    when first read (see :class:`_Lazy`), except where the audit needs them itself: a
+    A record's ``payload``, ``response``, ``resolved_at``, ``decision`` and
+    ``decision_source`` are decoded when first read (see :class:`_Lazy`), except where the audit needs them itself: a
     batched HITL request's records, and every decision under a ``decision`` filter."""
     # One more statement for every record's refused answers, grouped here: a query per
     # record would cost a round trip per interrupt (bench/audit.py: 10,000 of them).
@@ -271,7 +276,7 @@ def audit(
     append = records.append
     for row in rows:
         (
-            _position, t_id, i_id, name, payload, minted_text, native_mint,
+            t_id, i_id, name, payload, minted_text, native_mint,
             end_type, end_actor, end_reason, end_response, end_decisions, end_text,
             requested_by, authenticated_by,
         ) = row
@@ -288,13 +293,13 @@ def audit(
         else:
             outcome, reason = "expired", end_reason
         tried = attempts.get((t_id, i_id)) if attempts else None
-        end_at = utc(end_text)
         if native_mint:
             # A batched request is one record per action request: decode it here.
             decoded, response = _json(payload), _json(end_response) if resumed else None
             requests = native.action_requests(decoded)
             if requests:
                 recorded = _json(end_decisions) if resumed else None
+                end_at = utc(end_text)
                 derived: list[list[str | None]] = []
                 for index, action in enumerate(requests):
                     word, source = (
@@ -310,11 +315,12 @@ def audit(
                         requested_by, source, authenticated_by,
                     ))
                 continue
-        lazy = _Stored(row)  # the payload, and an answer's response and decision
+        lazy = _Stored(row)  # the payload; an ending's time, an answer's response and decision
         answer = lazy if resumed else None
         record = _Unfrozen(
             t_id, i_id, name, lazy, minted_at, outcome, reason, end_actor,
-            answer, end_at, [] if tried is None else tried, answer, None, None,
+            answer, None if end_text is None else lazy, [] if tried is None else tried, answer,
+            None, None,
             requested_by, answer, authenticated_by,
         )
         record.__class__ = AuditRecord

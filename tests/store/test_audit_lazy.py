@@ -1,5 +1,5 @@
-"""``audit()`` decodes a record's payload, response and decision when first read: its
-records are the ones it built eagerly before, field for field and in every rendering.
+"""``audit()`` decodes a record's payload, response, decision and ``resolved_at`` when first
+read: its records are the ones it built eagerly before, field for field and in every rendering.
 
 The reference is the eager audit as it was (:func:`eager_audit`: the rows read through the
 schema's types, every record built with ``AuditRecord(...)``), over a history with every
@@ -225,7 +225,8 @@ def test_lazy_records_are_the_eager_ones_field_by_field(kinds: InterruptStore, f
 FIRST_READS = [
     ("repr", repr), ("==", lambda r: r == r), ("decision", lambda r: r.decision),
     ("decision_source", lambda r: r.decision_source), ("response", lambda r: r.response),
-    ("payload", lambda r: r.payload), ("as_csv_row", AuditRecord.as_csv_row),
+    ("payload", lambda r: r.payload), ("resolved_at", lambda r: r.resolved_at),
+    ("as_csv_row", AuditRecord.as_csv_row),
     ("pickle", pickle.dumps), ("asdict", dataclasses.asdict),
 ]
 
@@ -245,7 +246,8 @@ def test_decoded_values_are_kept_and_records_stay_frozen(kinds: InterruptStore) 
     """The first read decodes once (the same object after), and a lazy field is as frozen as any."""
     record = next(r for r in kinds.audit() if isinstance(r.response, dict))
     assert record.response is record.response and record.payload is record.payload
-    for name in ("payload", "response", "decision", "decision_source", "thread_id"):
+    assert record.resolved_at is record.resolved_at
+    for name in ("payload", "response", "resolved_at", "decision", "decision_source", "thread_id"):
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(record, name, None)
         with pytest.raises(dataclasses.FrozenInstanceError):

@@ -90,7 +90,6 @@ def _audit_query(*, by_thread: bool, by_actor: bool) -> sa.Select[Any]:
     ending = events.alias("ending")
     query = (
         sa.select(
-            mint.c.position,
             mint.c.thread_id,
             mint.c.interrupt_id,
             mint.c.audit_name,
