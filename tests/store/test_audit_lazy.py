@@ -18,7 +18,7 @@ import io
 import json
 import pickle
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -293,3 +293,28 @@ def test_the_cli_table_json_csv_and_the_api_page_render_the_same(
                 break
         pages.append(iter(shown))
     assert list(pages[0]) == list(pages[1])
+
+
+@pytest.mark.parametrize("stored", [
+    None, "2026-03-04 05:06:07.890123", "2026-03-04 05:06:07", "2026-03-04T05:06:07.890123+02:00",
+    datetime(2026, 3, 4, 5, 6, 7), datetime(2026, 3, 4, 5, 6, 7, tzinfo=timezone(timedelta(hours=-5))),
+])
+def test_a_stored_time_reads_as_the_schema_type_reads_it(stored: Any) -> None:
+    """utc() is UTCDateTime's reading, for SQLite's text and a driver's datetime alike: the same value, tz-aware UTC."""
+    from sqlalchemy.dialects import sqlite
+
+    from symfonic_store.db.schema import UTCDateTime
+    from symfonic_store.db.statements.audit import utc
+
+    dialect = sqlite.dialect()
+    expected = UTCDateTime().process_result_value(stored, dialect)
+    assert utc(stored) == expected and repr(utc(stored)) == repr(expected)
+    if expected is not None:
+        assert utc(stored).tzinfo is UTC  # type: ignore[union-attr]
+
+
+def test_a_stored_time_that_is_not_one_is_refused_as_before() -> None:
+    from symfonic_store.db.statements.audit import utc
+
+    with pytest.raises(ValueError, match="Invalid isoformat"):
+        utc("yesterday")
