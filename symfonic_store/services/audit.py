@@ -116,11 +116,13 @@ class AuditRecord:
 # --- lazy fields --------------------------------------------------------------------
 #
 # audit() reads tens of thousands of records of which a caller often reads a few fields:
-# decoding every payload, answer, decision and time up front was most of its time. A record it
-# builds holds those fields as read from the database (:class:`_Stored`) and decodes one on
-# its first read, in place, through the descriptors below; the class, its fields, its
-# equality, hash, repr, pickling and renderings are the dataclass's, which read every
-# field through them. A record built by a caller holds plain values, as always.
+# decoding every payload, answer, decision and time up front was most of its time. A
+# record it builds holds those fields as read from the database (:class:`_Stored`) and
+# decodes one on its first read, in place, through the descriptors below; the class, its
+# fields, its equality, hash, repr, pickling and renderings are the dataclass's, which
+# read every field through them. A record built by a caller holds plain values, as always.
+# Two threads reading one field of a fresh record first at once may each decode it: both
+# get equal values, and the record keeps one of them.
 
 
 class _Stored:
@@ -173,7 +175,8 @@ Python refuses the assignment, loudly, if the layouts ever differ)."""
 
 _loads = json.loads
 # json.loads' own scanner, without its wrapping (typeshed does not declare it).
-_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+_scan: Callable[[str, int], tuple[Any, int]]
+_scan = getattr(json.JSONDecoder(), "scan_once")  # noqa: B009
 # The columns of audit_rows' first result that the lazy fields decode.
 _PAYLOAD, _RESPONSE, _DECISIONS, _RESOLVED_AT = 3, 9, 10, 11
 
@@ -260,8 +263,9 @@ def audit(
     reported decision is exactly that.
 
     A record's ``payload``, ``response``, ``resolved_at``, ``decision`` and
-    ``decision_source`` are decoded when first read (see :class:`_Lazy`), except where the audit needs them itself: a
-    batched HITL request's records, and every decision under a ``decision`` filter."""
+    ``decision_source`` are decoded when first read (see :class:`_Lazy`), except where
+    the audit needs them itself: a batched HITL request's records, and every decision
+    under a ``decision`` filter."""
     # One more statement for every record's refused answers, grouped here: a query per
     # record would cost a round trip per interrupt (bench/audit.py: 10,000 of them).
     rows, attempt_rows = audit_rows(conn, thread_id=thread_id, actor=actor)
@@ -318,10 +322,9 @@ def audit(
         lazy = _Stored(row)  # the payload; an ending's time, an answer's response and decision
         answer = lazy if resumed else None
         record = _Unfrozen(
-            t_id, i_id, name, lazy, minted_at, outcome, reason, end_actor,
-            answer, None if end_text is None else lazy, [] if tried is None else tried, answer,
-            None, None,
-            requested_by, answer, authenticated_by,
+            t_id, i_id, name, lazy, minted_at, outcome, reason, end_actor, answer,
+            None if end_text is None else lazy, [] if tried is None else tried, answer,
+            None, None, requested_by, answer, authenticated_by,
         )
         record.__class__ = AuditRecord
         if decision is not None and record.decision != decision:
