@@ -170,6 +170,15 @@ events = sa.Table(
         sqlite_where=sa.text("type = 'interrupt.escalated'"),
         postgresql_where=sa.text("type = 'interrupt.escalated'"),
     ),
+    # The refused answers, in the order audit() reads them (since 0018_audit_refusals):
+    # without it that read scans every event; no other event's append touches it.
+    sa.Index(
+        "ix_symfonic_events_refusals",
+        "thread_id",
+        "version",
+        sqlite_where=sa.text("type = 'interrupt.resume_rejected'"),
+        postgresql_where=sa.text("type = 'interrupt.resume_rejected'"),
+    ),
 )
 
 # One row per thread: the fold of its events, updated in the append's transaction.

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields, make_dataclass
 from datetime import datetime
+from functools import partial
 from operator import attrgetter
 from typing import Any
 
 from sqlalchemy.engine import Connection
 
 from .. import native
-from ..db.statements.audit import audit_rows
+from ..db.statements.audit import audit_rows, utc
 from ..decisions import builtin, reported
 from ..events import RESUMED
 
@@ -111,22 +113,137 @@ class AuditRecord:
         return cells
 
 
+# --- lazy fields --------------------------------------------------------------------
+#
+# audit() reads tens of thousands of records of which a caller often reads a few fields:
+# decoding every payload, answer, decision and time up front was most of its time. A
+# record it builds holds those fields as read from the database (:class:`_Stored`) and
+# decodes one on its first read, in place, through the descriptors below; the class, its
+# fields, its equality, hash, repr, pickling and renderings are the dataclass's, which
+# read every field through them. A record built by a caller holds plain values, as always.
+# Two threads reading one field of a fresh record first at once may each decode it: both
+# get equal values, and the record keeps one of them.
+
+
+class _Stored:
+    """The fields of a record not decoded yet: the audit's row they come from, which
+    each :class:`_Lazy` decodes its own column of (see :func:`audit_rows`)."""
+
+    __slots__ = ("row",)
+
+    def __init__(self, row: Sequence[Any]) -> None:
+        self.row = row
+
+
+class _Lazy:
+    """The descriptor of a lazy field: reads the field's slot; a :class:`_Stored` there is
+    decoded by ``decode(record, row)``, which puts the value in the slot."""
+
+    __slots__ = ("slot", "decode")
+
+    def __init__(self, slot: Any, decode: Callable[[AuditRecord, Sequence[Any]], None]) -> None:
+        self.slot = slot
+        self.decode = decode
+
+    def __get__(self, record: AuditRecord | None, owner: type | None = None) -> Any:
+        if record is None:
+            return self
+        value = self.slot.__get__(record, owner)
+        if type(value) is _Stored:
+            self.decode(record, value.row)
+            value = self.slot.__get__(record, owner)
+        return value
+
+    def __set__(self, record: AuditRecord, value: Any) -> None:
+        self.slot.__set__(record, value)
+
+    def __delete__(self, record: AuditRecord) -> None:
+        self.slot.__delete__(record)
+
+
+_SLOTS = {f.name: AuditRecord.__dict__[f.name] for f in fields(AuditRecord)}
+"""Each field's slot (the class's own member descriptors, before any is made lazy)."""
+
+_Unfrozen = make_dataclass(
+    "_Unfrozen", list(AUDIT_FIELDS), slots=True, eq=False, repr=False, match_args=False
+)
+"""An AuditRecord being built: the same slots in the same layout, plainly assignable.
+The frozen dataclass's ``__init__`` stores each field with ``object.__setattr__``, a
+call per field (a third of building 10,000 records); audit() fills one of these and
+makes it the AuditRecord it is (``__class__``: the same slots, so nothing is copied;
+Python refuses the assignment, loudly, if the layouts ever differ)."""
+
+_loads = json.loads
+# json.loads' own scanner, without its wrapping (typeshed does not declare it).
+_scan: Callable[[str, int], tuple[Any, int]]
+_scan = getattr(json.JSONDecoder(), "scan_once")  # noqa: B009
+# The columns of audit_rows' first result that the lazy fields decode.
+_PAYLOAD, _RESPONSE, _DECISIONS, _RESOLVED_AT = 3, 9, 10, 11
+
+
+def _json(raw: str | None) -> Any:
+    """``json.loads(raw)`` (None for NULL): the scanner alone when it reads all of
+    ``raw``; anything else (whitespace around it, trailing text) goes to ``json.loads``,
+    which reads or refuses it as ever."""
+    if raw is None:
+        return None
+    try:
+        value, end = _scan(raw, 0)
+    except StopIteration:
+        return _loads(raw)
+    return value if end == len(raw) else _loads(raw)
+
+
+def _decode_payload(record: AuditRecord, row: Sequence[Any]) -> None:
+    _SLOTS["payload"].__set__(record, _json(row[_PAYLOAD]))
+
+
+def _decode_response(record: AuditRecord, row: Sequence[Any]) -> None:
+    _SLOTS["response"].__set__(record, _json(row[_RESPONSE]))
+
+
+def _decode_resolved_at(record: AuditRecord, row: Sequence[Any]) -> None:
+    _SLOTS["resolved_at"].__set__(record, utc(row[_RESOLVED_AT]))
+
+
+def _decode_decision(record: AuditRecord, row: Sequence[Any]) -> None:
+    """Both ``decision`` and ``decision_source`` of an answer's one record: they come
+    from one reading of its recorded decisions (else of its payload and response)."""
+    stored = _json(row[_DECISIONS])
+    word, source = _decided(
+        stored if isinstance(stored, list) else None, 0,
+        lambda: (record.payload, record.response), record.interrupt_id, [],
+    )
+    _SLOTS["decision"].__set__(record, word)
+    _SLOTS["decision_source"].__set__(record, source)
+
+
+for _name, _decode in (
+    ("payload", _decode_payload),
+    ("response", _decode_response),
+    ("resolved_at", _decode_resolved_at),
+    ("decision", _decode_decision),
+    ("decision_source", _decode_decision),
+):
+    setattr(AuditRecord, _name, _Lazy(_SLOTS[_name], _decode))
+
 _MINTED_AT = attrgetter("minted_at")
 
 
 def _decided(
     stored: list[Any] | None,
     index: int,
-    payload: Any,
-    response: Any,
+    answer: Callable[[], tuple[Any, Any]],
     interrupt_id: str,
     derived: list[list[str | None]],
 ) -> tuple[str | None, str | None]:
-    """``(decision, decision_source)`` of an answer's ``index``-th decision."""
+    """``(decision, decision_source)`` of an answer's ``index``-th decision; ``answer()``
+    gives its ``(payload, response)``, asked only when the answer recorded no decision."""
     word = stored[index] if stored is not None and index < len(stored) else None
     if isinstance(word, str):
         return reported(word), "recorded"
     if not derived:  # once per answer, and only for one that recorded no decision
+        payload, response = answer()
         derived.append(builtin(payload, response, breakpoint=native.is_breakpoint(interrupt_id)))
     found = derived[0][index] if index < len(derived[0]) else None
     return (found, "derived") if found is not None else (None, None)
@@ -143,51 +260,76 @@ def audit(
 ) -> list[AuditRecord]:
     """One record per interrupt from the audit columns (SPEC §3 ``audit``), oldest mint
     first; ``since``/``until`` bound ``minted_at``; ``decision`` keeps the records whose
-    reported decision is exactly that."""
+    reported decision is exactly that.
+
+    A record's ``payload``, ``response``, ``resolved_at``, ``decision`` and
+    ``decision_source`` are decoded when first read (see :class:`_Lazy`), except where
+    the audit needs them itself: a batched HITL request's records, and every decision
+    under a ``decision`` filter."""
     # One more statement for every record's refused answers, grouped here: a query per
     # record would cost a round trip per interrupt (bench/audit.py: 10,000 of them).
     rows, attempt_rows = audit_rows(conn, thread_id=thread_id, actor=actor)
     attempts: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for t_id, i_id, a_actor, a_why, a_error, a_at in attempt_rows:
         attempts.setdefault((t_id, i_id), []).append(
-            {"actor": a_actor, "why": a_why, "error": a_error, "at": a_at}
+            {"actor": a_actor, "why": a_why, "error": a_error, "at": utc(a_at)}
         )
     # Every value comes from the audit columns (symfonic_store/audit_columns.py), written
     # at append time: no mint's or ending's JSON data is decoded here.
     records: list[AuditRecord] = []
     append = records.append
-    for (
-        _position, t_id, i_id, name, payload, minted_at, native_mint,
-        end_type, end_actor, end_reason, end_response, end_decisions, end_at,
-        requested_by, authenticated_by,
-    ) in rows:
+    for row in rows:
+        (
+            t_id, i_id, name, payload, minted_text, native_mint,
+            end_type, end_actor, end_reason, end_response, end_decisions, end_text,
+            requested_by, authenticated_by,
+        ) = row
+        minted_at: Any = utc(minted_text)  # NULL only where a column was tampered with
         if since is not None and minted_at < since:
             continue
         if until is not None and minted_at > until:
             continue
+        resumed = end_type == RESUMED
         if end_type is None:
-            outcome, reason, response = "pending", None, None
-        elif end_type == RESUMED:
-            outcome, reason, response = "resumed", None, end_response
+            outcome, reason = "pending", None
+        elif resumed:
+            outcome, reason = "resumed", None
         else:
-            outcome, reason, response = "expired", end_reason, None
+            outcome, reason = "expired", end_reason
         tried = attempts.get((t_id, i_id)) if attempts else None
-        derived: list[list[str | None]] = []
-        stored = end_decisions if isinstance(end_decisions, list) else None
-        requests = native.action_requests(payload) if native_mint else None
-        for index, action in enumerate(requests) if requests else ((0, None),):
-            if end_type == RESUMED:
-                word, source = _decided(stored, index, payload, response, i_id, derived)
-            else:
-                word, source = None, None
-            if decision is not None and word != decision:
+        if native_mint:
+            # A batched request is one record per action request: decode it here.
+            decoded, response = _json(payload), _json(end_response) if resumed else None
+            requests = native.action_requests(decoded)
+            if requests:
+                recorded = _json(end_decisions) if resumed else None
+                end_at = utc(end_text)
+                derived: list[list[str | None]] = []
+                for index, action in enumerate(requests):
+                    word, source = (
+                        _decided(recorded if isinstance(recorded, list) else None, index,
+                                 partial(tuple, (decoded, response)), i_id, derived)
+                        if resumed else (None, None)
+                    )
+                    if decision is not None and word != decision:
+                        continue
+                    append(AuditRecord(
+                        t_id, i_id, name, decoded, minted_at, outcome, reason, end_actor,
+                        response, end_at, [] if tried is None else tried, word, action, index,
+                        requested_by, source, authenticated_by,
+                    ))
                 continue
-            append(AuditRecord(
-                t_id, i_id, name, payload, minted_at, outcome, reason, end_actor, response,
-                end_at, [] if tried is None else tried, word,
-                action if requests else None, index if requests else None,
-                requested_by, source, authenticated_by,
-            ))
+        lazy = _Stored(row)  # the payload; an ending's time, an answer's response and decision
+        answer = lazy if resumed else None
+        record = _Unfrozen(
+            t_id, i_id, name, lazy, minted_at, outcome, reason, end_actor, answer,
+            None if end_text is None else lazy, [] if tried is None else tried, answer,
+            None, None, requested_by, answer, authenticated_by,
+        )
+        record.__class__ = AuditRecord
+        if decision is not None and record.decision != decision:
+            continue
+        append(record)
     # Stable: rows come in position order, so records minted at the same time keep it.
     records.sort(key=_MINTED_AT)
     return records

@@ -5,6 +5,7 @@ data), and the events whose audit columns hold (or should hold) a value.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -44,28 +45,63 @@ def audit_columns_query(thread_id: str | None = None) -> sa.Select[Any]:
     return query.order_by(events.c.thread_id, events.c.version)
 
 
+def _text(column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+    """A JSON column as the text it holds, for the caller to decode when it is read
+    (PostgreSQL's driver would decode ``json`` itself; SQLite's is text already)."""
+    return sa.cast(column, sa.Text())
+
+
+def _stored(column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+    """A column as the driver gives it, without the schema type's conversion: a UTC
+    timestamp is SQLite's text or PostgreSQL's datetime (:func:`utc` reads either), a
+    boolean SQLite's 0/1."""
+    return sa.type_coerce(column, sa.String())
+
+
+_fromisoformat = datetime.fromisoformat
+
+
+def utc(value: Any) -> datetime | None:
+    """A timestamp read through :func:`_stored` as the schema's ``UTCDateTime`` reads it:
+    timezone-aware UTC (None stays None). SQLite's naive UTC text takes one
+    ``fromisoformat`` call."""
+    if value is None:
+        return None
+    moment: datetime
+    if isinstance(value, str):
+        try:
+            return _fromisoformat(value + "+00:00")  # naive UTC text: already UTC
+        except ValueError:  # text with an offset of its own (or not a timestamp: raises)
+            moment = _fromisoformat(value)
+    else:
+        moment = value
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
 def _audit_query(*, by_thread: bool, by_actor: bool) -> sa.Select[Any]:
     """Each mint joined to its ending (if any), in mint order: their audit columns, not
-    their data (symfonic_store/audit_columns.py). Binds ``t`` / ``a`` when filtered."""
+    their data (symfonic_store/audit_columns.py). Binds ``t`` / ``a`` when filtered.
+
+    Nothing is converted per row: JSON columns come as text, timestamps as the driver
+    gives them (:func:`utc`), so the audit decodes only what a caller reads."""
     # Audit queries alike in shape only (aliases, joins), deliberately spelled out: each selects its
     # own columns.
     mint = events.alias("mint")
     ending = events.alias("ending")
     query = (
         sa.select(
-            mint.c.position,
             mint.c.thread_id,
             mint.c.interrupt_id,
             mint.c.audit_name,
-            mint.c.audit_payload,
-            mint.c.audit_minted_at,
-            mint.c.audit_native,
+            _text(mint.c.audit_payload),
+            _stored(mint.c.audit_minted_at),
+            _stored(mint.c.audit_native),
             ending.c.type,
             ending.c.actor,
             ending.c.audit_reason,
-            ending.c.audit_response,
-            ending.c.audit_decisions,
-            ending.c.occurred_at,
+            _text(ending.c.audit_response),
+            _text(ending.c.audit_decisions),
+            _stored(ending.c.occurred_at),
             mint.c.actor,
             ending.c.audit_authenticated_by,
         )
@@ -76,8 +112,11 @@ def _audit_query(*, by_thread: bool, by_actor: bool) -> sa.Select[Any]:
                 sa.and_(
                     ending.c.thread_id == mint.c.thread_id,
                     ending.c.interrupt_id == mint.c.interrupt_id,
-                    # ORs of plain binds (not IN): the statement compiles to fixed SQL.
-                    sa.or_(*(ending.c.type == t for t in ENDINGS)),
+                    # The types as literals (constants of this package, not input): SQLite
+                    # then reads the endings through their partial unique index, whose
+                    # WHERE they match; with binds it cannot prove that and looks at every
+                    # event of the interrupt.
+                    ending.c.type.in_([sa.literal_column(f"'{t}'") for t in ENDINGS]),
                 ),
             )
         )
@@ -96,7 +135,7 @@ def _audit_attempts_query(*, by_thread: bool, by_actor: bool) -> sa.Select[Any]:
     :func:`_audit_query` lists, in one statement: per thread, in version order.
 
     Columns: ``thread_id``, ``interrupt_id``, ``actor``, ``audit_reason`` (the ``why``),
-    ``audit_error``, ``occurred_at``.
+    ``audit_error``, ``occurred_at`` (as :func:`_stored` reads it).
     Refusals of an id never minted on the thread belong to no record and are left out.
     """
     # Alike the query above in shape only, deliberately spelled out: it selects its own columns.
@@ -109,7 +148,7 @@ def _audit_attempts_query(*, by_thread: bool, by_actor: bool) -> sa.Select[Any]:
             rejected.c.actor,
             rejected.c.audit_reason,
             rejected.c.audit_error,
-            rejected.c.occurred_at,
+            _stored(rejected.c.occurred_at),
         )
         .select_from(
             rejected.join(
@@ -121,7 +160,9 @@ def _audit_attempts_query(*, by_thread: bool, by_actor: bool) -> sa.Select[Any]:
                 ),
             )
         )
-        .where(rejected.c.type == RESUME_REJECTED)
+        # A literal, as the index of refusals (0018_audit_refusals) says it: both backends
+        # then read only the refusals, through it.
+        .where(rejected.c.type == sa.literal_column(f"'{RESUME_REJECTED}'"))
         .order_by(rejected.c.thread_id, rejected.c.version)
     )
     if by_thread:
