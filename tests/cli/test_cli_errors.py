@@ -170,8 +170,10 @@ BASE_ARGS = {
     "archive": ["--before", "2026-01-01", "--out", "/nonexistent/archive.jsonl"],
     "checkpoint": ["--key", "/nonexistent/key"],
     "verify-archive": ["/nonexistent/archive.jsonl"],
+    "notify enable": ["erp"],
+    "notify retry": ["erp"],
 }
-TYPED = {"--ttl", "--older-than", "--format", "--batch-size", "--since", "--until", "--response"}
+TYPED = {"--ttl", "--older-than", "--format", "--batch-size", "--since", "--until", "--response", "--lease-seconds", "--poll-seconds"}
 
 
 @pytest.mark.parametrize(("command", "option"), _options_taking_values())
@@ -189,7 +191,8 @@ def test_every_option_rejects_a_bad_value_in_one_voice(
     with InterruptStore(sqlite_url) as store:
         store.setup()
     words = command.split() if command else ["pending"]
-    argv = [*words, *BASE_ARGS.get(words[0], []), option, "nonsense["] if command else [option, "nonsense[", "pending"]
+    base = BASE_ARGS.get(command, BASE_ARGS.get(words[0], []))
+    argv = [*words, *base, option, "nonsense["] if command else [option, "nonsense[", "pending"]
     # In a folder of its own: `keygen --out nonsense[` writes a key pair where it runs.
     result = run_cli(*argv, db=None if option == "--db" else sqlite_url, cwd=tmp_path)
     assert not any(w in result.stderr + result.stdout for w in LIBRARY_WORDS), (argv, result.stderr)

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import typer
 
 from ...errors import DatabaseError, InvalidInputError, SchemaNotMigratedError
-from ..app import Problem, Session, TableOrJson, TableOrJsonFormat, app, get_session
+from ..app import Problem, Session, TableOrJson, TableOrJsonFormat, app, flag, get_session, seconds
 from ..render import emit_json, say, table
 
 if TYPE_CHECKING:
@@ -33,6 +33,17 @@ ConfigOption = Annotated[
     typer.Option("--config", metavar="FILE", help="The subscriptions (JSON, docs/notify.md)."),
 ]
 
+
+def _at_least(minimum: float) -> Any:
+    """A number of seconds no smaller than ``minimum``, told in the store's words."""
+
+    def parse(value: Any) -> float:
+        number = seconds(value)
+        if number < minimum:
+            raise InvalidInputError("value", f"must be at least {minimum:g} seconds, got {number:g}")
+        return number
+
+    return parse
 
 def _config(session: Session, path: Path | None) -> NotifyConfig:
     from ...notify import load_config
@@ -85,12 +96,13 @@ def notify(
     ] = False,
     lease_seconds: Annotated[
         float,
-        typer.Option("--lease-seconds", metavar="S", min=1.0,
+        typer.Option("--lease-seconds", metavar="S", parser=flag(_at_least(1.0)),
                      help="How long a stopped process holds a subscription before another takes it over."),
     ] = 60.0,
     poll_seconds: Annotated[
         float,
-        typer.Option("--poll-seconds", metavar="S", min=0.05, help="Pause between passes when long-running."),
+        typer.Option("--poll-seconds", metavar="S", parser=flag(_at_least(0.05)),
+                     help="Pause between passes when long-running."),
     ] = 1.0,
 ) -> None:
     """Deliver the log's events to the config's subscriptions: at least once, in log order.
