@@ -1,0 +1,149 @@
+"""Tenants (SPEC §15): set at the mint, kept in a column outside the hashed data, and the
+Python API's filters (``list_pending(tenant=)``, ``audit(tenant=)``); migration
+``0019_tenants`` up and down on both backends."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+from factories import marker
+from graph_rig import config_for
+from native_graphs import Wires, node_graph
+from sqlalchemy.engine import Engine
+
+from symfonic_store import InterruptAlreadyResolvedError, InterruptGateway, InterruptStore
+from symfonic_store.db.engines import create_sync_engine
+from symfonic_store.db.migrate import downgrade, upgrade
+from symfonic_store.services.audit import AUDIT_FIELDS
+
+
+def test_a_mint_keeps_its_tenant_beside_the_hashed_data(store: InterruptStore) -> None:
+    """The tenant is the mint's column: not in its data, the chain verifies, the audit shows it."""
+    store.mint("t-a", marker("i-a", amount=1), tenant="acme")
+    store.mint("t-b", marker("i-b", amount=2), tenant="globex")
+    store.mint("t-n", marker("i-n", amount=3))
+    (mint,) = [e for e in store.history("t-a") if e.type == "interrupt.minted"]
+    assert "tenant" not in mint.data
+    with store.engine.connect() as conn:
+        rows = dict(conn.execute(sa.text(
+            "SELECT thread_id, tenant FROM symfonic_events WHERE type = 'interrupt.minted'"
+        )).all())
+    assert rows == {"t-a": "acme", "t-b": "globex", "t-n": None}
+    assert store.verify().ok
+    assert {r.thread_id: r.tenant for r in store.audit()} == {"t-a": "acme", "t-b": "globex", "t-n": None}
+    assert all(r.approvers == () for r in store.audit())
+
+
+def test_list_pending_and_audit_filter_by_tenant(store: InterruptStore) -> None:
+    """tenant= keeps one tenant's; tenants= a set, None among them for the untenanted."""
+    store.mint("t-a", marker("i-a"), tenant="acme")
+    store.mint("t-b", marker("i-b"), tenant="globex")
+    store.mint("t-n", marker("i-n"))
+    assert [p["thread_id"] for p in store.list_pending(tenant="acme")] == ["t-a"]
+    assert [p["thread_id"] for p in store.list_pending(tenants=[None])] == ["t-n"]
+    assert {p["thread_id"] for p in store.list_pending(tenants=["globex", None])} == {"t-b", "t-n"}
+    assert store.list_pending(tenants=[]) == []
+    assert len(store.list_pending()) == 3
+    assert [r.thread_id for r in store.audit(tenant="globex")] == ["t-b"]
+    assert [r.thread_id for r in store.audit(tenants=[None])] == ["t-n"]
+    assert [r.thread_id for r in store.audit(tenant="acme", tenants=["globex"])] == []
+
+
+def test_refused_answers_stay_with_their_tenants_records(store: InterruptStore) -> None:
+    """audit(tenant=) keeps the refusals of that tenant's interrupts only."""
+    store.mint("t-a", marker("i-a"), tenant="acme")
+    store.mint("t-b", marker("i-b"), tenant="globex")
+    for t, i in (("t-a", "i-a"), ("t-b", "i-b")):
+        store.resume(t, i, {"ok": True}, actor="alice")
+        with pytest.raises(InterruptAlreadyResolvedError):
+            store.resume(t, i, {"ok": True}, actor="bob")
+    (record,) = store.audit(tenant="acme")
+    assert record.thread_id == "t-a" and [a["actor"] for a in record.attempts] == ["bob"]
+
+
+def test_the_csv_header_ends_with_tenant_and_approvers() -> None:
+    assert AUDIT_FIELDS[-2:] == ("tenant", "approvers")
+
+
+def test_a_gateway_mints_for_the_configs_tenant_else_its_default(migrated_url: str) -> None:
+    """configurable["tenant"] wins; else the gateway's tenant=."""
+    with InterruptStore(migrated_url) as store:
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        graph = node_graph(InMemorySaver(), Wires())
+        gateway = InterruptGateway(graph, store, tenant="acme")
+        gateway.invoke({}, config_for("t-default"))
+        gateway.invoke({}, config_for("t-config", tenant="globex"))
+        tenants = {r.thread_id: r.tenant for r in store.audit()}
+        assert tenants == {"t-default": "acme", "t-config": "globex"}
+        assert [p["thread_id"] for p in store.list_pending(tenant="globex")] == ["t-config"]
+
+
+# --- migration 0019_tenants -------------------------------------------------------
+
+
+@pytest.fixture
+def engine(db_url: str) -> Iterator[Engine]:
+    e = create_sync_engine(db_url)
+    yield e
+    e.dispose()
+
+
+def migrate(engine: Engine, direction: str, revision: str) -> None:
+    with engine.connect() as conn, conn.begin():
+        (upgrade if direction == "up" else downgrade)(conn, revision)
+
+
+def columns(engine: Engine) -> set[str]:
+    with engine.connect() as conn:
+        return {c["name"] for c in sa.inspect(conn).get_columns("symfonic_events")}
+
+
+def test_0019_upgrades_existing_interrupts_without_a_tenant(engine: Engine, db_url: str) -> None:
+    """Interrupts minted before 0019 have no tenant; the store still appends on both paths."""
+    migrate(engine, "up", "0018_audit_refusals")
+    with engine.connect() as conn, conn.begin():
+        conn.execute(sa.text(
+            "INSERT INTO symfonic_threads (thread_id, version, last_hash) VALUES ('t-old', 0, :h)"
+        ), {"h": "0" * 64})
+    assert "tenant" not in columns(engine)
+    migrate(engine, "up", "head")
+    assert "tenant" in columns(engine)
+    with InterruptStore(db_url) as store:
+        store.mint("t-new", marker("i-new"), tenant="acme")
+        store.mint("t-none", marker("i-none"))
+        assert {r.thread_id: r.tenant for r in store.audit()} == {"t-new": "acme", "t-none": None}
+
+
+def test_0019_downgrade_refuses_while_tenants_are_recorded(engine: Engine, db_url: str) -> None:
+    """Dropping recorded tenants would show them to everyone: refused, nothing changed;
+    without any, the column goes and the store of 0018 appends as before."""
+    migrate(engine, "up", "head")
+    with InterruptStore(db_url) as store:
+        store.mint("t-n", marker("i-n"))
+        store.mint("t-a", marker("i-a"), tenant="acme")
+    with pytest.raises(RuntimeError, match="1 interrupt\\(s\\) were minted with a tenant"):
+        migrate(engine, "down", "0018_audit_refusals")
+    assert "tenant" in columns(engine)
+
+
+def test_0019_downgrades_without_recorded_tenants(engine: Engine, db_url: str) -> None:
+    migrate(engine, "up", "head")
+    with InterruptStore(db_url) as store:
+        store.mint("t-n", marker("i-n"))
+    migrate(engine, "down", "0018_audit_refusals")
+    assert "tenant" not in columns(engine)
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            body = conn.execute(sa.text(
+                "SELECT prosrc FROM pg_proc WHERE proname = 'symfonic_append'"
+                " AND pronamespace = current_schema()::regnamespace"
+            )).scalar_one()
+        assert "tenant" not in body
+    migrate(engine, "up", "head")
+    with InterruptStore(db_url) as store:
+        store.mint("t-a", marker("i-a"), tenant="acme")
+        assert {r.thread_id: r.tenant for r in store.audit()} == {"t-n": None, "t-a": "acme"}
+        assert store.verify().ok
