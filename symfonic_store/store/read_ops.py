@@ -21,7 +21,7 @@ from ..db.statements.log import (
     thread_events_query,
 )
 from ..db.statements.native import claim_rows, open_rows, read_open_interrupts
-from ..db.statements.tenants import Scope, scope_of
+from ..db.statements.tenants import Scope, mint_tenants, scope_of
 from ..db.statements.threads import load_thread, pending_threads
 from ..events import StoredEvent
 from ..native import MARKER_SOURCE, NATIVE_SOURCE
@@ -165,6 +165,19 @@ class ReadOps(Settings):
 
         items: list[dict[str, Any]] = yield Op(run, write=False)
         return items
+
+    def interrupt_tenants(
+        self, keys: Iterable[tuple[str, str]]
+    ) -> Plan[dict[tuple[str, str], str | None]]:
+        """The tenant each of the ``(thread_id, interrupt_id)`` was minted for (None: without
+        one); an interrupt never minted is not among the keys returned (SPEC §15)."""
+        wanted = sorted({(str(t), str(i)) for t, i in keys})
+
+        def run(conn: Connection) -> dict[tuple[str, str], str | None]:
+            return mint_tenants(conn, wanted)
+
+        found: dict[tuple[str, str], str | None] = yield Op(run, write=False)
+        return found
 
     def open_interrupts(self, thread_id: str) -> Plan[list[dict[str, Any]]]:
         """Everything the thread waits on, oldest first: the seed marker and LangGraph's own.

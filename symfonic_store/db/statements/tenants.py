@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from ...events import MINTED
 from ..schema import events
@@ -53,3 +54,27 @@ def in_scope(thread_id: Any, interrupt_id: Any, scope: Scope) -> sa.ColumnElemen
 def allows(scope: Scope, tenant: str | None) -> bool:
     """Does ``scope`` show an interrupt minted for ``tenant``?"""
     return scope is None or tenant in scope
+
+
+_BATCH = 200
+
+
+def mint_tenants(
+    conn: Connection, keys: Iterable[tuple[str, str]]
+) -> dict[tuple[str, str], str | None]:
+    """The tenant of each minted interrupt among ``keys`` (``(thread_id, interrupt_id)``),
+    read through the mint's unique index; keys never minted are left out."""
+    keys = list(keys)
+    found: dict[tuple[str, str], str | None] = {}
+    for start in range(0, len(keys), _BATCH):
+        batch = keys[start:start + _BATCH]
+        query = (
+            sa.select(events.c.thread_id, events.c.interrupt_id, events.c.tenant)
+            .where(events.c.type == MINTED)
+            .where(sa.or_(*(
+                sa.and_(events.c.thread_id == t, events.c.interrupt_id == i) for t, i in batch
+            )))
+        )
+        for t, i, tenant in conn.execute(query):
+            found[(t, i)] = tenant
+    return found
