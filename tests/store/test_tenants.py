@@ -5,6 +5,7 @@ Python API's filters (``list_pending(tenant=)``, ``audit(tenant=)``); migration
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -147,3 +148,46 @@ def test_0019_downgrades_without_recorded_tenants(engine: Engine, db_url: str) -
         store.mint("t-a", marker("i-a"), tenant="acme")
         assert {r.thread_id: r.tenant for r in store.audit()} == {"t-n": None, "t-a": "acme"}
         assert store.verify().ok
+
+
+# --- the notifier's tenants filter (SPEC §14, §15) -----------------------------------
+
+
+def test_a_subscription_limited_to_tenants_gets_only_their_interrupts(
+    store: InterruptStore, tmp_path: Path
+) -> None:
+    """Mints and answers of acme's interrupt go to the acme subscription, globex's and the
+    untenanted one's do not; "*" gets every tenant's."""
+    from notify_rig import hook_config, http_receiver
+
+    from symfonic_store.notify import Notifier
+
+    for thread_id, tenant in (("t-acme", "acme"), ("t-globex", "globex"), ("t-none", None)):
+        store.mint(thread_id, marker(f"i-{thread_id}"), tenant=tenant)
+        store.resume(thread_id, f"i-{thread_id}", {"ok": True}, actor="bob")
+    with http_receiver() as receiver:
+        config = hook_config(tmp_path, receiver.url)
+        base = config["subscriptions"][0]
+        config["subscriptions"] = [
+            {**base, "name": "acme", "tenants": ["acme"]},
+            {**base, "name": "all", "tenants": ["*"]},
+        ]
+        with Notifier(store, config, from_start=True) as n:
+            report = n.run_once()
+        sent = [(r.headers["webhook-id"], r.json()["data"]["thread_id"]) for r in receiver.requests]
+    assert report.subscriptions["acme"].delivered == 2
+    assert report.subscriptions["all"].delivered == 6
+    by_thread = [t for _, t in sent]
+    assert by_thread.count("t-acme") == 4 and by_thread.count("t-globex") == 2
+
+
+def test_cli_pending_and_audit_filter_by_tenant(store: InterruptStore, migrated_url: str) -> None:
+    """`pending --tenant` and `audit --tenant`; without it the CLI sees every tenant."""
+    from cli_helpers import run_json
+
+    store.mint("t-a", marker("i-a"), tenant="acme")
+    store.mint("t-n", marker("i-n"))
+    assert [p["thread_id"] for p in run_json("pending", "--tenant", "acme", "--format", "json", db=migrated_url)] == ["t-a"]
+    assert {p["thread_id"] for p in run_json("pending", "--format", "json", db=migrated_url)} == {"t-a", "t-n"}
+    records = run_json("audit", "--tenant", "acme", "--format", "json", db=migrated_url)
+    assert [(r["thread_id"], r["tenant"], r["approvers"]) for r in records] == [("t-a", "acme", [])]
