@@ -188,3 +188,75 @@ def test_events_without_an_interrupt_are_shown_to_all_tenant_principals_only(sit
     with site.as_("root") as root, site.as_("pat") as pat:
         assert any(e["interrupt_id"] is None for e in root.get("/api/events?limit=1000").json()["items"])
         assert all(e["interrupt_id"] is not None for e in pat.get("/api/events?limit=1000").json()["items"])
+
+
+# --- tenants from a JWT claim and a trusted header -----------------------------------
+
+
+def _pem(key: object) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return key.public_key().public_bytes(  # type: ignore[attr-defined]
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def _visible(client: httpx.Client) -> set[str]:
+    r = client.get("/api/interrupts")
+    assert r.status_code == 200, r.text
+    return {i["interrupt_id"] for i in r.json()["items"]}
+
+
+def test_a_jwt_claim_names_the_principals_tenants_also_in_its_session(
+    site: Site, served_db: str, tmp_path: Path
+) -> None:
+    """--jwt-tenants-claim: a list (or a comma-separated string) of tenants; none: the
+    untenanted only; "*": all. A browser session opened with the JWT keeps them."""
+    import re
+    import time
+
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    (tmp_path / "key.pem").write_bytes(_pem(key))
+    ids = {t: m.interrupt_id for t, m in site.by_tenant.items()}
+
+    def token(sub: str, **claims: object) -> str:
+        now = int(time.time())
+        body = {"sub": sub, "iss": "idp", "aud": "approvals", "iat": now, "exp": now + 600, **claims}
+        return jwt.encode(body, key, algorithm="RS256")
+
+    flags = ("--jwt-public-key", str(tmp_path / "key.pem"), "--jwt-issuer", "idp",
+             "--jwt-audience", "approvals", "--jwt-tenants-claim", "org.tenants")
+    with serve(served_db, *flags) as server:
+        with server.client(token("ann", org={"tenants": ["acme"]})) as c:
+            assert _visible(c) == {ids["acme"]}
+        with server.client(token("gus", org={"tenants": "globex, acme"})) as c:
+            assert _visible(c) == {ids["acme"], ids["globex"]}
+        with server.client(token("pat")) as c:
+            assert _visible(c) == {ids[None]}
+        with server.client(token("root", org={"tenants": ["*"]})) as c:
+            assert _visible(c) == set(ids.values())
+        with server.client() as browser:
+            form = browser.get("/signin")
+            csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', form.text)
+            assert csrf
+            signed = browser.post("/signin", data={"token": token("ann", org={"tenants": ["acme"]}),
+                                                   "csrf": csrf.group(1)})
+            assert signed.status_code in (302, 303)
+            page = browser.get("/")
+            assert page.status_code == 200
+            assert ids["acme"] in page.text and ids["globex"] not in page.text and ids[None] not in page.text
+
+
+def test_a_trusted_header_names_the_principals_tenants(site: Site, served_db: str) -> None:
+    ids = {t: m.interrupt_id for t, m in site.by_tenant.items()}
+    flags = ("--trusted-header", "X-Forwarded-User", "--trusted-tenants-header", "X-Forwarded-Tenants",
+             "--trusted-proxy", "127.0.0.1/32")
+    with serve(served_db, *flags) as server:
+        with server.client(headers={"X-Forwarded-User": "gus", "X-Forwarded-Tenants": "globex"}) as c:
+            assert _visible(c) == {ids["globex"]}
+        with server.client(headers={"X-Forwarded-User": "pat"}) as c:
+            assert _visible(c) == {ids[None]}
+        with server.client(headers={"X-Forwarded-User": "root", "X-Forwarded-Tenants": "*"}) as c:
+            assert _visible(c) == set(ids.values())
