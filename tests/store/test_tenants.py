@@ -191,3 +191,74 @@ def test_cli_pending_and_audit_filter_by_tenant(store: InterruptStore, migrated_
     assert {p["thread_id"] for p in run_json("pending", "--format", "json", db=migrated_url)} == {"t-a", "t-n"}
     records = run_json("audit", "--tenant", "acme", "--format", "json", db=migrated_url)
     assert [(r["thread_id"], r["tenant"], r["approvers"]) for r in records] == [("t-a", "acme", [])]
+
+
+# --- where a mint's tenant comes from (SPEC §15) -------------------------------------
+
+
+def _seed_graph(store: InterruptStore, *, node_tenant: str | None, router_tenant: str | None) -> object:
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import END, START, StateGraph
+
+    from symfonic_store import create_interrupt_node, make_interrupt_router
+    from symfonic_store.langgraph import InterruptState
+
+    def raise_marker(state: dict[str, object]) -> dict[str, object]:
+        return marker(payload={"amount": 5})
+
+    builder = StateGraph(InterruptState)
+    builder.add_node("raise", raise_marker)
+    builder.add_node("interrupt", create_interrupt_node(store, tenant=node_tenant))
+    builder.add_edge(START, "raise")
+    builder.add_conditional_edges(
+        "raise", make_interrupt_router(store, tenant=router_tenant),
+        {"interrupt": "interrupt", "continue": END},
+    )
+    builder.add_edge("interrupt", END)
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+@pytest.mark.parametrize(("configured", "default", "expected"), [
+    (None, "acme", "acme"),          # the node's and router's tenant=
+    ("globex", "acme", "globex"),    # configurable["tenant"] wins
+    (None, None, None),
+])
+def test_the_seed_node_and_router_mint_for_the_configs_tenant_else_their_default(
+    store: InterruptStore, configured: str | None, default: str | None, expected: str | None
+) -> None:
+    graph = _seed_graph(store, node_tenant=default, router_tenant=default)
+    extra = {} if configured is None else {"tenant": configured}
+    graph.invoke({}, config_for("t-seed", **extra))  # type: ignore[attr-defined]
+    (record,) = store.audit()
+    assert record.tenant == expected and record.outcome == "pending"
+
+
+def test_the_agent_servers_user_tenant_is_the_last_default() -> None:
+    """tenant_of: config, then the integration's default, then the authenticated user's."""
+    from symfonic_store.langgraph.actor import tenant_of
+
+    served = {"langgraph_auth_user_id": "ann", "langgraph_auth_user": {"identity": "ann", "tenant": "acme"}}
+    assert tenant_of({"configurable": served}) == "acme"
+    assert tenant_of({"configurable": served}, "globex") == "globex"
+    assert tenant_of({"configurable": {**served, "tenant": "initech"}}, "globex") == "initech"
+    studio = {"langgraph_auth_user_id": "langgraph-studio-user",
+              "langgraph_auth_user": {"tenant": "acme"}}
+    assert tenant_of({"configurable": studio}) is None  # never authenticated: no tenant from it
+
+    class User:
+        identity = "gus"
+        tenant = "globex"
+
+        def __getitem__(self, key: str) -> object:
+            raise KeyError(key)
+
+    assert tenant_of({"configurable": {"langgraph_auth_user_id": "gus", "langgraph_auth_user": User()}}) == "globex"
+
+
+def test_the_stores_checkpointer_mints_for_the_configs_tenant(store: InterruptStore) -> None:
+    """A native interrupt recorded inside the graph's step (store.checkpointer()) keeps
+    configurable["tenant"]; with a gateway over it, the gateway's default otherwise."""
+    graph = node_graph(store.checkpointer(), Wires())
+    graph.invoke({}, config_for("t-step", tenant="acme"))
+    InterruptGateway(graph, store, tenant="globex").invoke({}, config_for("t-gate"))
+    assert {r.thread_id: r.tenant for r in store.audit()} == {"t-step": "acme", "t-gate": "globex"}
