@@ -345,7 +345,7 @@ async def healthz(request: Request) -> Response:
 
 
 async def metrics(request: Request) -> Response:
-    require(request, session=True)
+    who = require(request, session=True)
     svc = service(request)
-    text = await svc.lanes.run(svc.metrics.render)
+    text = await svc.lanes.run(svc.metrics.render, who.scope)
     return Response(text, media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -260,3 +260,16 @@ def test_a_trusted_header_names_the_principals_tenants(site: Site, served_db: st
             assert _visible(c) == {ids[None]}
         with server.client(headers={"X-Forwarded-User": "root", "X-Forwarded-Tenants": "*"}) as c:
             assert _visible(c) == set(ids.values())
+
+
+def test_metrics_count_the_principals_tenants_open_interrupts(site: Site) -> None:
+    import re
+
+    def open_markers(who: str) -> float:
+        with site.as_(who) as client:
+            text = client.get("/metrics").text
+        found = re.search(r'^symfonic_open_interrupts\{source="marker"\} (\S+)$', text, re.M)
+        assert found, text
+        return float(found.group(1))
+
+    assert {who: open_markers(who) for who in SEES} == {"ann": 1.0, "gus": 1.0, "pat": 1.0, "root": 3.0}
