@@ -308,6 +308,10 @@ async def _show(
     waiting = []
     if view["status"] != "pending":
         waiting = await svc.lanes.run(svc.store.open_interrupts, thread_id)
+        if who.scope is not None:  # another tenant's, on the same thread, stays unseen
+            keep = await svc.lanes.run(svc.store.interrupt_tenants,
+                                       [(thread_id, w["interrupt_id"]) for w in waiting])
+            waiting = [w for w in waiting if who.sees(keep.get((thread_id, w["interrupt_id"])))]
     # Asked of the policy that refuses an answer, so the page never offers a button
     # whose click would only be refused and recorded. Looking writes nothing.
     forbidden = None
