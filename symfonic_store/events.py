@@ -86,9 +86,14 @@ class NewEvent:
     encoded: Mapping[str, str] = field(default_factory=dict)
     """Canonical JSON of some of ``data``'s top-level values, spliced into ``data_json``
     by :func:`seal`: the audit columns that copy them bind the same text."""
+    tenant: str | None = field(default=None)
+    """The tenant of a mint (SPEC §15): its own column, outside the hashed data."""
 
     def row(self) -> dict[str, Any]:
-        return {**_fields(self), "occurred_at": self.occurred_at, "hash": self.hash}
+        return {
+            **_fields(self), "occurred_at": self.occurred_at, "hash": self.hash,
+            "tenant": self.tenant,
+        }
 
 
 def _fields(event: StoredEvent | NewEvent) -> dict[str, Any]:

@@ -47,7 +47,7 @@ THREAD_ROW_KEYS = (
 """The keys of :func:`thread_row`, the columns the projection INSERT binds."""
 EVENT_ROW_KEYS = (
     "thread_id", "version", "type", "interrupt_id", "run_id", "actor", "data",
-    "occurred_at", "hash", *AUDIT_COLUMNS,
+    "occurred_at", "hash", "tenant", *AUDIT_COLUMNS,
 )
 """The keys of ``NewEvent.row()`` and its audit columns: the columns the event INSERT binds."""
 

@@ -127,6 +127,10 @@ events = sa.Table(
     sa.Column("audit_reason", sa.Text(), nullable=True),
     sa.Column("audit_error", sa.Text(), nullable=True),
     sa.Column("audit_authenticated_by", sa.Text(), nullable=True),
+    # The tenant an interrupt was minted for (SPEC §15, since 0019_tenants): set on its
+    # ``interrupt.minted`` only, NULL elsewhere and on the mints before it. Not in the hashed
+    # data: who may see the interrupt, not what it is.
+    sa.Column("tenant", sa.String(255), nullable=True),
     sa.UniqueConstraint("thread_id", "version", name="uq_symfonic_events_thread_version"),
     sa.Index("ix_symfonic_events_interrupt", "thread_id", "interrupt_id"),
     sa.Index("ix_symfonic_events_actor", "actor", "occurred_at"),
@@ -178,6 +182,15 @@ events = sa.Table(
         "version",
         sqlite_where=sa.text("type = 'interrupt.resume_rejected'"),
         postgresql_where=sa.text("type = 'interrupt.resume_rejected'"),
+    ),
+    # The mints that have a tenant: one tenant's interrupts without scanning the log.
+    sa.Index(
+        "ix_symfonic_events_tenant",
+        "tenant",
+        "thread_id",
+        "interrupt_id",
+        sqlite_where=sa.text("tenant IS NOT NULL"),
+        postgresql_where=sa.text("tenant IS NOT NULL"),
     ),
 )
 
@@ -569,11 +582,11 @@ BEGIN
     INSERT INTO symfonic_events (
         thread_id, version, type, interrupt_id, run_id, actor, data, occurred_at, hash,
         audit_name, audit_payload, audit_minted_at, audit_native, audit_response,
-        audit_decisions, audit_reason, audit_error, audit_authenticated_by)
+        audit_decisions, audit_reason, audit_error, audit_authenticated_by, tenant)
     SELECT e.thread_id, e.version, e.type, e.interrupt_id, e.run_id, e.actor, e.data,
         e.occurred_at, e.hash, e.audit_name, e.audit_payload, e.audit_minted_at,
         e.audit_native, e.audit_response, e.audit_decisions, e.audit_reason, e.audit_error,
-        e.audit_authenticated_by
+        e.audit_authenticated_by, e.tenant
     FROM json_populate_recordset(NULL::symfonic_events, p_events) AS e;
     INSERT INTO symfonic_open_interrupts
     SELECT * FROM json_populate_recordset(NULL::symfonic_open_interrupts, p_opened);
@@ -586,7 +599,7 @@ $$
 """The one-call append on PostgreSQL since ``0016_one_call_append`` (see
 :mod:`symfonic_store.db.statements.append_call`). Its ``search_path`` is pinned to the
 schema it was made in; ``verify`` checks both (:mod:`.backends.pg_guards`). A later
-migration that adds a column to the event table replaces it."""
+migration that adds a column to the event table replaces it (``0019_tenants``: ``tenant``)."""
 POSTGRES_PIN_APPEND_PATH = (
     "DO $pin$ BEGIN EXECUTE format("
     "'ALTER FUNCTION symfonic_append(text, integer, text, text, json, json, json, json) "

@@ -56,4 +56,38 @@ def actor_of(config: Any) -> Actor:
     return Actor(claimed)
 
 
-__all__ = ["AGENT_SERVER", "SERVER_USER_KEY", "STUDIO_USER", "Actor", "actor_of"]
+TENANT_KEY = "tenant"
+"""Where a run's configurable names the tenant of the interrupts it mints (SPEC §15)."""
+
+SERVER_USER_OBJECT_KEY = "langgraph_auth_user"
+"""Where the Agent Server puts its authenticated user (an object or a dict) in a run's
+configurable: its ``tenant``, when it has one, is the mints' tenant by default."""
+
+
+def tenant_of(config: Any, default: str | None = None) -> str | None:
+    """The tenant of the interrupts a call with ``config`` mints (SPEC §15):
+    ``configurable["tenant"]`` (which wins), else ``default`` (the gateway's or the marker
+    node's ``tenant=``), else the ``tenant`` of the Agent Server's authenticated user."""
+    configurable = (config or {}).get("configurable") or {}
+    for value in (configurable.get(TENANT_KEY), default, _server_user_tenant(configurable)):
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _server_user_tenant(configurable: Any) -> Any:
+    user = configurable.get(SERVER_USER_OBJECT_KEY)
+    if user is None or actor_of({"configurable": configurable}).authenticated_by != AGENT_SERVER:
+        return None
+    if isinstance(user, dict):
+        return user.get(TENANT_KEY)
+    try:
+        return user[TENANT_KEY]  # langgraph-sdk's BaseUser reads fields by key too
+    except (KeyError, TypeError, AttributeError):
+        return getattr(user, TENANT_KEY, None)
+
+
+__all__ = [
+    "AGENT_SERVER", "SERVER_USER_KEY", "STUDIO_USER", "TENANT_KEY", "Actor", "actor_of",
+    "tenant_of",
+]

@@ -32,7 +32,7 @@ from ..services.sweep import NOT_HELD
 from ..store.runner import adrive, drive, is_async_store
 from ..tracing import span
 from ..validation import answer_ids, config_thread_id
-from .actor import actor_of
+from .actor import TENANT_KEY, actor_of, tenant_of
 from .answer_id import ANSWER_ID_KEY, answer_id
 from .failures import failed_while_running, store_error, store_errors
 from .recording import saved_answers
@@ -113,6 +113,8 @@ class InterruptGateway:
             expired native interrupt with (``interrupt`` is its open-interrupt dict); by
             default a ``reject`` decision for HITL middleware, ``ignore`` for Agent
             Inbox, else ``{"expired": true, "reason": ...}``.
+        tenant: the tenant of the interrupts it mints when the call's config names none
+            (``configurable["tenant"]`` wins; SPEC §15).
     """
 
     def __init__(
@@ -121,6 +123,7 @@ class InterruptGateway:
         store: InterruptStore | AsyncInterruptStore,
         *,
         on_expiry: Callable[[dict[str, Any]], Any] | None = None,
+        tenant: str | None = None,
     ) -> None:
         if not (callable(getattr(graph, "invoke", None)) and callable(getattr(graph, "get_state", None))):
             raise InvalidInputError(
@@ -137,6 +140,7 @@ class InterruptGateway:
         self.graph = graph
         self.store = store
         self.on_expiry = on_expiry
+        self.tenant = tenant
         from .checkpointer import GRAPH_KEY, is_own
 
         self._async_store = is_async_store(store)
@@ -155,6 +159,9 @@ class InterruptGateway:
         cfg = dict(config or {})
         if self._graph_tag:
             cfg["configurable"] = {**(cfg.get("configurable") or {}), **self._graph_tag}
+            tenant = tenant_of(cfg, self.tenant)
+            if tenant is not None:  # the steps' mints: the config's tenant, else the default
+                cfg["configurable"][TENANT_KEY] = tenant
         return cfg
 
     # --- plans ---------------------------------------------------------------------
@@ -166,7 +173,7 @@ class InterruptGateway:
         yield _Store(
             "record_waiting",
             (thread_id, waiting_on(snapshot)),
-            {"actor": _actor_of(config), "graph": self.name},
+            {"actor": _actor_of(config), "graph": self.name, "tenant": tenant_of(config, self.tenant)},
         )
 
     def _run(self, input: Any, config: dict[str, Any], kwargs: Mapping[str, Any]) -> _Plan:
@@ -235,7 +242,10 @@ class InterruptGateway:
             return result
         # What LangGraph waits on right now, recorded first: an id it is not waiting on
         # is then unknown, resolved or superseded in the store, and refused below.
-        yield _Store("record_waiting", (thread_id, waiting), {"actor": None, "graph": self.name})
+        yield _Store(
+            "record_waiting", (thread_id, waiting),
+            {"actor": None, "graph": self.name, "tenant": tenant_of(cfg, self.tenant)},
+        )
         yield _Store("claim", (thread_id, interrupt_id, value), who)
         target = next((w for w in waiting if w["interrupt_id"] == interrupt_id), None)
         if target is None:  # pragma: no cover - claim refuses what nobody waits on
@@ -292,7 +302,8 @@ class InterruptGateway:
             )
         yield _Store("confirm", (thread_id, interrupt_id))
         yield _Store(
-            "record_waiting", (thread_id, waiting_on(after)), {"actor": actor, "graph": self.name}
+            "record_waiting", (thread_id, waiting_on(after)),
+            {"actor": actor, "graph": self.name, "tenant": self.tenant},
         )
 
     def _answer_breakpoint(

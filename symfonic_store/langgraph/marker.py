@@ -39,7 +39,7 @@ from ..protocol import (
     response_updates,
 )
 from ..store.runner import is_async_store
-from .actor import actor_of
+from .actor import actor_of, tenant_of
 from .checkpointer import own_checkpointer
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ def _require_sync(store: Any, what: str) -> None:
 # --- the interrupt node -----------------------------------------------------------
 
 
-def create_interrupt_node(store: AnyStore | None = None) -> GraphCallable:
+def create_interrupt_node(store: AnyStore | None = None, *, tenant: str | None = None) -> GraphCallable:
     """Return the interrupt node: pause on ``_interrupt_pending``, inject the answer.
 
     The node calls LangGraph's ``interrupt()`` with the marker's name, id, payload and
@@ -168,7 +168,7 @@ def create_interrupt_node(store: AnyStore | None = None) -> GraphCallable:
         # About to pause: the mint can commit with the step. An answer is admitted at
         # once, so its mint must be there first.
         with _in_step(store, config) if incoming is None else nullcontext():
-            sync_store.mint(thread_id, pending)
+            sync_store.mint(thread_id, pending, tenant=tenant_of(config, tenant))
         response = None
         if incoming is not None and incoming is not _NOT_VISIBLE:
             response = sync_store.admit_node_resume(thread_id, pending, incoming, actor=actor)
@@ -187,7 +187,7 @@ def create_interrupt_node(store: AnyStore | None = None) -> GraphCallable:
         actor = _actor(config)
         incoming = _incoming_resume(config)
         with _in_step(store, config) if incoming is None else nullcontext():
-            await _maybe_await(store.mint(thread_id, pending))
+            await _maybe_await(store.mint(thread_id, pending, tenant=tenant_of(config, tenant)))
         response = None
         if incoming is not None and incoming is not _NOT_VISIBLE:
             response = await _maybe_await(
@@ -253,7 +253,7 @@ async def _maybe_await(value: Any) -> Any:
 
 
 def make_interrupt_router(
-    store: AnyStore, ttl_seconds: float | None = None
+    store: AnyStore, ttl_seconds: float | None = None, *, tenant: str | None = None
 ) -> GraphCallable:
     """Return a path function for ``add_conditional_edges`` that records each decision.
 
@@ -261,7 +261,8 @@ def make_interrupt_router(
     transaction: mints a marker the store has not seen yet, records the marker's
     expiry (``detected_by: router``, once per interrupt) when the marker is stale, and
     appends ``route.decided`` with the route, the marker's id, the stale reason and the
-    state's ``run_id``. ``ttl_seconds`` defaults to the store's TTL.
+    state's ``run_id``. ``ttl_seconds`` defaults to the store's TTL. ``tenant``: the
+    mint's tenant when the config names none (SPEC §15, :func:`~.actor.tenant_of`).
     """
     _check_store(store, "record_router_decision", "make_interrupt_router")
     ttl_seconds = validation.ttl(ttl_seconds)
@@ -274,7 +275,8 @@ def make_interrupt_router(
         decided = interrupt_condition(state, ttl())
         with _in_step(store, config):
             cast("InterruptStore", store).record_router_decision(
-                _thread_id(config), state, decided, ttl_seconds=ttl()
+                _thread_id(config), state, decided, ttl_seconds=ttl(),
+                tenant=tenant_of(config, tenant),
             )
         return decided
 
@@ -282,7 +284,10 @@ def make_interrupt_router(
         decided = interrupt_condition(state, ttl())
         with _in_step(store, config):
             await _maybe_await(
-                store.record_router_decision(_thread_id(config), state, decided, ttl_seconds=ttl())
+                store.record_router_decision(
+                    _thread_id(config), state, decided, ttl_seconds=ttl(),
+                    tenant=tenant_of(config, tenant),
+                )
             )
         return decided
 

@@ -30,7 +30,7 @@ from ..compat import ERROR as _ERROR
 from ..compat import INTERRUPT as _INTERRUPT
 from ..compat import RESUME as _RESUME
 from ..store.runner import is_async_store
-from .actor import actor_of
+from .actor import actor_of, tenant_of
 from .loopcall import LoopCall
 from .served_records import update_closing
 
@@ -100,6 +100,7 @@ def observed(
         "checkpoint_ns": configurable.get("checkpoint_ns", ""),
         "actor": who.name,
         "identity": who.data(),  # authenticated_by, claimed_actor: into the events' data
+        "tenant": tenant_of(config),  # the mints' tenant (SPEC §15): beside, not in, the data
         "interrupts": interrupts,
         "answered": answered,
         "answer": answer,

@@ -310,17 +310,21 @@ class Notifier:
             return None
         key = (event.thread_id, event.interrupt_id)
         if event.type == MINTED:
-            found: Interrupt | None = _from_mint(event.data, getattr(event, "tenant", None))
+            found: Interrupt | None = _from_mint(event.data, self._tenant(key))
         elif key in self._interrupts:
             self._interrupts.move_to_end(key)
             return self._interrupts[key]
         else:
             record = self.store.interrupt_record(event.thread_id, event.interrupt_id)
-            found = None if record is None else _from_mint(record, record.get("tenant"))
+            found = None if record is None else _from_mint(record, self._tenant(key))
         self._interrupts[key] = found
         if len(self._interrupts) > _KNOWN_INTERRUPTS:
             self._interrupts.popitem(last=False)
         return found
+
+    def _tenant(self, key: tuple[str, str]) -> str | None:
+        """The tenant the interrupt was minted for (its mint's column, SPEC §15)."""
+        return self.store.interrupt_tenants([key]).get(key)
 
     # --- status, retry, enable --------------------------------------------------------
 

@@ -90,7 +90,7 @@ def _position(text: str | None, name: str) -> int:
 
 
 async def list_interrupts(request: Request) -> Response:
-    require(request, session=True)
+    who = require(request, session=True)
     svc = service(request)
     try:
         page = await svc.lanes.run(
@@ -100,6 +100,7 @@ async def list_interrupts(request: Request) -> Response:
             older_than=_seconds(request, "older_than"),
             limit=page_limit(query(request, "limit")),
             after=query(request, "after"),
+            scope=who.scope,
         )
     except (BadRequest, InvalidInputError) as exc:
         raise _bad(exc) from None
@@ -120,9 +121,9 @@ async def interrupt_route(request: Request) -> Response:
 
 
 async def _show(request: Request, thread_id: str, interrupt_id: str) -> Response:
-    require(request, session=True)
+    who = require(request, session=True)
     svc = service(request)
-    view = await svc.lanes.run(svc.approvals.interrupt, thread_id, interrupt_id)
+    view = await svc.lanes.run(svc.approvals.interrupt, thread_id, interrupt_id, who)
     if view is None:
         raise Problem(404, f"interrupt {interrupt_id!r} on thread {thread_id!r} is unknown")
     return JSONResponse(view)
@@ -198,7 +199,7 @@ async def _answer(request: Request, thread_id: str, interrupt_id: str) -> Respon
 
 
 async def audit(request: Request) -> Response:
-    require(request, session=True)
+    who = require(request, session=True)
     svc = service(request)
     output = query(request, "format") or "json"
     if output not in ("json", "csv"):
@@ -212,6 +213,7 @@ async def audit(request: Request) -> Response:
             since=query(request, "since"),
             until=query(request, "until"),
             decision=query(request, "decision"),
+            tenants=who.scope,
         )
         page, cursor = audit_page_of(records, after=query(request, "after"), limit=limit)
     except (BadRequest, InvalidInputError) as exc:
@@ -230,12 +232,14 @@ async def thread_events(request: Request) -> Response:
     ids = raw_ids(request, ("api", "threads"))
     if len(ids) != 2 or ids[1] != "events":
         raise Problem(404, "not found: /api/threads/{thread_id}/events")
-    require(request, session=True)
+    who = require(request, session=True)
     svc = service(request)
     store = svc.store
 
     def replay() -> list[dict[str, Any]]:
-        return [{"event": e.as_dict(), "state": s} for e, s in store.replay(ids[0])]
+        steps = list(store.replay(ids[0]))
+        shown = {id(e) for e in svc.approvals.visible_events(who, [e for e, _ in steps])}
+        return [{"event": e.as_dict(), "state": s} for e, s in steps if id(e) in shown]
 
     try:
         steps = await svc.lanes.run(replay)
@@ -247,13 +251,16 @@ async def thread_events(request: Request) -> Response:
 
 
 async def events(request: Request) -> Response:
-    require(request, session=True)
+    who = require(request, session=True)
     after = _position(query(request, "after"), "after")
     limit = page_limit(query(request, "limit"), default=100)
     svc = service(request)
     page = await svc.lanes.run(svc.store.events, after=after, limit=limit)
+    shown = await svc.lanes.run(svc.approvals.visible_events, who, page)
+    # ``next`` is the last position read, shown or not: the reader's cursor moves past
+    # the events it may not see (SPEC §15).
     return JSONResponse(
-        {"items": [e.as_dict() for e in page], "next": page[-1].position if page else after}
+        {"items": [e.as_dict() for e in shown], "next": page[-1].position if page else after}
     )
 
 
@@ -264,7 +271,7 @@ async def stream(request: Request) -> Response:
     gets its 503 (SPEC §12). When it goes away later, the stream ends -- the response
     finishes cleanly -- and the client reconnects with ``Last-Event-ID``, from where it was.
     """
-    require(request, session=True)
+    who = require(request, session=True)
     svc = service(request)
     resumed = request.headers.get("last-event-id")
     start = _position(resumed.strip() if resumed else query(request, "after"),
@@ -276,7 +283,8 @@ async def stream(request: Request) -> Response:
         quiet_since = checked = time.monotonic()
         yield "retry: 2000\n\n"
         while True:
-            for event in page:
+            shown = await svc.lanes.run(svc.approvals.visible_events, who, page)
+            for event in shown:
                 data = json.dumps(event.as_dict(), ensure_ascii=False, separators=(",", ":"))
                 yield f"id: {event.position}\ndata: {data}\n\n"
             if page:
@@ -337,7 +345,7 @@ async def healthz(request: Request) -> Response:
 
 
 async def metrics(request: Request) -> Response:
-    require(request, session=True)
+    who = require(request, session=True)
     svc = service(request)
-    text = await svc.lanes.run(svc.metrics.render)
+    text = await svc.lanes.run(svc.metrics.render, who.scope)
     return Response(text, media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -242,6 +242,7 @@ class Approvals:
         older_than: float | None = None,
         limit: int = DEFAULT_PAGE,
         after: str | None = None,
+        scope: frozenset[str | None] | None = None,
     ) -> dict[str, Any]:
         """The open interrupts, oldest first, one page: ``{"items": [...], "next": cursor}``.
 
@@ -249,10 +250,13 @@ class Approvals:
         and interrupt). The first page of the whole inbox -- what an inbox shows, and
         reads most -- asks the store for one more than a page (its indexes find them);
         a filtered page or a later one reads the open interrupts and pages them here.
+        ``scope``: only those tenants' interrupts (:attr:`Principal.scope`, SPEC §15).
         """
         now = time.time()
         bounded = thread is None and name is None and after is None
-        pending = self.store.list_pending(older_than=older_than, limit=limit + 1 if bounded else None)
+        pending = self.store.list_pending(
+            older_than=older_than, limit=limit + 1 if bounded else None, tenants=scope
+        )
         keyed = [
             (_key(p), p)
             for p in pending
@@ -264,8 +268,39 @@ class Approvals:
         items = [self.item(p, now) for _, p in page]
         return {"items": items, "next": encode_cursor(page[-1][0]) if len(keyed) > limit else None}
 
-    def interrupt(self, thread_id: str, interrupt_id: str) -> dict[str, Any] | None:
-        """One interrupt, pending or not: the inbox fields, ``status`` and its ``events``."""
+    def sees(self, principal: Principal | None, thread_id: str, interrupt_id: str) -> bool:
+        """May ``principal`` see this interrupt (SPEC §15)? An unknown one: yes (it is then
+        reported unknown, as another tenant's is)."""
+        if principal is None or principal.scope is None:
+            return True
+        try:
+            found = self.store.interrupt_tenants([(thread_id, interrupt_id)])
+        except InvalidInputError:
+            return True
+        key = (thread_id, interrupt_id)
+        return key not in found or principal.sees(found[key])
+
+    def visible_events(self, principal: Principal, events: list[Any]) -> list[Any]:
+        """The events of ``events`` (each with ``thread_id`` and ``interrupt_id``) that
+        ``principal`` may see: its tenants' interrupts'; those of no interrupt to ``"*"`` only."""
+        if principal.scope is None:
+            return list(events)
+        keys = {(e.thread_id, e.interrupt_id) for e in events if e.interrupt_id is not None}
+        tenants = self.store.interrupt_tenants(keys) if keys else {}
+        return [
+            e for e in events
+            if e.interrupt_id is not None
+            and (e.thread_id, e.interrupt_id) in tenants
+            and principal.sees(tenants[(e.thread_id, e.interrupt_id)])
+        ]
+
+    def interrupt(
+        self, thread_id: str, interrupt_id: str, principal: Principal | None = None
+    ) -> dict[str, Any] | None:
+        """One interrupt, pending or not: the inbox fields, ``status`` and its ``events``;
+        None when unknown, or another tenant's than ``principal``'s (SPEC §15)."""
+        if not self.sees(principal, thread_id, interrupt_id):
+            return None
         try:
             history = self.store.history(thread_id)
         except InvalidInputError:
@@ -384,7 +419,9 @@ class Approvals:
         """Admit ``principal``'s answer, or say why not (see the module doc for the order)."""
         where = f"interrupt {interrupt_id!r} on thread {thread_id!r}"
         try:
-            record = self.store.interrupt_record(thread_id, interrupt_id)
+            # Another tenant's interrupt is unknown to this principal (SPEC §15).
+            visible = self.sees(principal, thread_id, interrupt_id)
+            record = self.store.interrupt_record(thread_id, interrupt_id) if visible else None
         except InvalidInputError:
             record = None
         if record is None:

@@ -67,7 +67,9 @@ class Authenticator(Protocol):
     def sign_in(self, secret: str) -> SignedIn | None:
         """What a secret typed on the sign-in form proves, or None."""
 
-    def from_session(self, name: str, roles: Iterable[str], binding: str | None) -> Principal | None:
+    def from_session(
+        self, name: str, roles: Iterable[str], binding: str | None, *, tenants: Iterable[str] = ()
+    ) -> Principal | None:
         """The principal of a session signed in earlier, if its credential still holds."""
 
 
@@ -146,6 +148,7 @@ def _principal_name(value: Any) -> str | None:
 class _Token:
     digest: str
     roles: frozenset[str]
+    tenants: frozenset[str] = frozenset()
 
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -168,7 +171,7 @@ def parse_tokens(data: Any, field: str) -> dict[str, _Token]:
             raise InvalidInputError(where, "must be a name of 1 to 255 printable characters")
         if not isinstance(entry, dict):
             raise InvalidInputError(where, 'must be an object {"token_sha256": "<hex>", "roles": [...]}')
-        unknown = set(entry) - {"token_sha256", "roles"}
+        unknown = set(entry) - {"token_sha256", "roles", "tenants"}
         if unknown:
             raise InvalidInputError(where, f"has unknown key(s) {', '.join(sorted(map(repr, unknown)))}")
         digest = entry.get("token_sha256")
@@ -177,10 +180,13 @@ def parse_tokens(data: Any, field: str) -> dict[str, _Token]:
         roles = entry.get("roles", [])
         if not (isinstance(roles, list) and all(isinstance(r, str) and r for r in roles)):
             raise InvalidInputError(where, "'roles' must be a list of role names")
+        tenants = entry.get("tenants", [])
+        if not (isinstance(tenants, list) and all(isinstance(t, str) and t for t in tenants)):
+            raise InvalidInputError(where, "'tenants' must be a list of tenant names (\"*\": all)")
         if digest.lower() in seen:
             raise InvalidInputError(where, "shares its token with another principal")
         seen.add(digest.lower())
-        tokens[name] = _Token(digest.lower(), frozenset(roles))
+        tokens[name] = _Token(digest.lower(), frozenset(roles), frozenset(tenants))
     return tokens
 
 
@@ -259,23 +265,25 @@ class TokenAuth:
         if token is None:
             return None
         found = self._lookup(token)
-        return None if found is None else Principal(found[0], found[1].roles)
+        return None if found is None else Principal(found[0], found[1].roles, tenants=found[1].tenants)
 
     def sign_in(self, secret: str) -> SignedIn | None:
         found = self._lookup(secret.strip()) if secret.strip() else None
         if found is None:
             return None
         name, entry = found
-        return SignedIn(Principal(name, entry.roles), binding=entry.digest)
+        return SignedIn(Principal(name, entry.roles, tenants=entry.tenants), binding=entry.digest)
 
-    def from_session(self, name: str, roles: Iterable[str], binding: str | None) -> Principal | None:
+    def from_session(
+        self, name: str, roles: Iterable[str], binding: str | None, *, tenants: Iterable[str] = ()
+    ) -> Principal | None:
         # The token the session was opened with must still be the principal's: a token
         # revoked (or replaced) in the file ends the sessions it opened; roles are the
         # file's current ones.
         entry = self._current().get(name)
         if entry is None or binding is None or not hmac.compare_digest(entry.digest, binding):
             return None
-        return Principal(name, entry.roles)
+        return Principal(name, entry.roles, tenants=entry.tenants)
 
 
 # --- JWTs ----------------------------------------------------------------------------
@@ -341,6 +349,8 @@ class JwtAuth:
         audience: the required ``aud``.
         roles_claim: the claim holding the roles (a list, or a space- or
             comma-separated string); dotted for a nested one (``realm_access.roles``).
+        tenants_claim: the claim holding the principal's tenants (SPEC §15), read like
+            the roles; None: no principal has tenants (each sees the untenanted only).
         leeway: seconds of clock skew allowed on ``exp``, ``nbf`` and ``iat``.
 
     Raises:
@@ -358,6 +368,7 @@ class JwtAuth:
         audience: str,
         roles_claim: str = "roles",
         leeway: float = 30.0,
+        tenants_claim: str | None = None,
     ) -> None:
         import jwt  # PyJWT: imported with the mode that needs it
 
@@ -372,6 +383,7 @@ class JwtAuth:
         self.issuer = issuer
         self.audience = audience
         self.roles_claim = roles_claim
+        self.tenants_claim = tenants_claim
         self.leeway = float(leeway)
 
     def verify(self, token: str) -> SignedIn | None:
@@ -398,7 +410,12 @@ class JwtAuth:
                 return None
             exp = payload.get("exp")
             expires = float(exp) + self.leeway if isinstance(exp, int | float) else None
-            return SignedIn(Principal(name, _roles(_claim(payload, self.roles_claim))), expires_at=expires)
+            tenants = (
+                frozenset() if self.tenants_claim is None
+                else _roles(_claim(payload, self.tenants_claim))
+            )
+            principal = Principal(name, _roles(_claim(payload, self.roles_claim)), tenants=tenants)
+            return SignedIn(principal, expires_at=expires)
         return None
 
     def credentials_sent(self, conn: HTTPConnection) -> bool:
@@ -412,9 +429,11 @@ class JwtAuth:
     def sign_in(self, secret: str) -> SignedIn | None:
         return self.verify(secret.strip())
 
-    def from_session(self, name: str, roles: Iterable[str], binding: str | None) -> Principal | None:
+    def from_session(
+        self, name: str, roles: Iterable[str], binding: str | None, *, tenants: Iterable[str] = ()
+    ) -> Principal | None:
         # The session never outlives the JWT it was opened with (see Sessions.issue).
-        return Principal(name, frozenset(roles))
+        return Principal(name, frozenset(roles), tenants=frozenset(tenants))
 
 
 # --- a trusted header ----------------------------------------------------------------
@@ -426,6 +445,7 @@ class TrustedHeaderAuth:
     Args:
         header: the header the proxy sets (``X-Forwarded-User``, say).
         roles_header: a header with the principal's roles, comma-separated.
+        tenants_header: a header with the principal's tenants, comma-separated (SPEC §15).
         proxies: the addresses (CIDRs) the proxy connects from; loopback by default.
             From any other address the headers are ignored (anyone could send them).
     """
@@ -439,6 +459,7 @@ class TrustedHeaderAuth:
         *,
         roles_header: str | None = None,
         proxies: Iterable[str] = LOOPBACK,
+        tenants_header: str | None = None,
     ) -> None:
         if not header or not re.fullmatch(r"[A-Za-z0-9-]+", header):
             raise InvalidInputError("--trusted-header", f"{header!r} is not a header name")
@@ -446,6 +467,9 @@ class TrustedHeaderAuth:
             raise InvalidInputError("--trusted-roles-header", f"{roles_header!r} is not a header name")
         self.header = header.lower()
         self.roles_header = None if roles_header is None else roles_header.lower()
+        if tenants_header is not None and not re.fullmatch(r"[A-Za-z0-9-]+", tenants_header):
+            raise InvalidInputError("--trusted-tenants-header", f"{tenants_header!r} is not a header name")
+        self.tenants_header = None if tenants_header is None else tenants_header.lower()
         self.proxies = parse_networks(proxies)
         if not self.proxies:
             raise InvalidInputError("--trusted-proxy", "at least one proxy address is needed")
@@ -467,10 +491,17 @@ class TrustedHeaderAuth:
             roles = frozenset(
                 r.strip() for r in conn.headers.get(self.roles_header, "").split(",") if r.strip()
             )
-        return Principal(name, roles)
+        tenants: frozenset[str] = frozenset()
+        if self.tenants_header is not None:
+            tenants = frozenset(
+                t.strip() for t in conn.headers.get(self.tenants_header, "").split(",") if t.strip()
+            )
+        return Principal(name, roles, tenants=tenants)
 
     def sign_in(self, secret: str) -> SignedIn | None:
         return None
 
-    def from_session(self, name: str, roles: Iterable[str], binding: str | None) -> Principal | None:
+    def from_session(
+        self, name: str, roles: Iterable[str], binding: str | None, *, tenants: Iterable[str] = ()
+    ) -> Principal | None:
         return None

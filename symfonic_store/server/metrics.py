@@ -114,7 +114,7 @@ class _StoreCollector(Collector):
         tail = self.metrics.tail
         tail.catch_up()
         now = time.time()
-        pending = store.list_pending()
+        pending = store.list_pending(tenants=self.metrics.scope)
         by_source: Tally[str] = Tally(str(p.get("source") or "marker") for p in pending)
         opened = GaugeMetricFamily(
             "symfonic_open_interrupts", "Interrupts waiting for an answer.", labels=["source"]
@@ -215,10 +215,19 @@ class ServiceMetrics:
             registry=self.registry,
         )
         self.registry.register(_StoreCollector(self))
+        self.scope: frozenset[str | None] | None = None
+        """The tenants the open-interrupt gauges count during a :meth:`render` (SPEC §15)."""
+        self._rendering = threading.Lock()
 
     def answered(self, status: int) -> None:
         self.http_answers.labels(code=str(status)).inc()
 
-    def render(self) -> bytes:
-        """The Prometheus text exposition (reads the store: call it off the event loop)."""
-        return generate_latest(self.registry)
+    def render(self, scope: frozenset[str | None] | None = None) -> bytes:
+        """The Prometheus text exposition (reads the store: call it off the event loop);
+        the open interrupts counted are ``scope``'s tenants' (None: all)."""
+        with self._rendering:
+            self.scope = scope
+            try:
+                return generate_latest(self.registry)
+            finally:
+                self.scope = None

@@ -37,6 +37,7 @@ class Session:
     roles: tuple[str, ...]
     expires_at: float
     binding: str | None
+    tenants: tuple[str, ...] = ()
 
 
 class Sessions:
@@ -67,6 +68,7 @@ class Sessions:
                 "r": sorted(signed.principal.roles),
                 "e": ends,
                 "b": signed.binding,
+                "n": sorted(signed.principal.tenants),
             }
         )
         return value, max(0, int(ends - now))
@@ -86,7 +88,12 @@ class Sessions:
             return None
         if not isinstance(ends, int | float) or ends <= time.time():
             return None
-        return Session(name, tuple(str(r) for r in roles), float(ends), binding if isinstance(binding, str) else None)
+        tenants = data.get("n")
+        return Session(
+            name, tuple(str(r) for r in roles), float(ends),
+            binding if isinstance(binding, str) else None,
+            tuple(str(t) for t in tenants) if isinstance(tenants, list) else (),
+        )
 
     @staticmethod
     def new_nonce() -> str:

@@ -89,7 +89,9 @@ def principal(conn: HTTPConnection, *, session: bool) -> Principal | None:
     ):
         opened = svc.sessions.read(conn.cookies.get(SESSION_COOKIE))
         if opened is not None:
-            found = svc.auth.from_session(opened.name, opened.roles, opened.binding)
+            found = svc.auth.from_session(
+                opened.name, opened.roles, opened.binding, tenants=opened.tenants
+            )
     if found is None:
         return None
     # A session was opened with this mode's credentials: the same mode established it.

@@ -35,6 +35,8 @@ AUDIT_FIELDS = (
     "requested_by",
     "decision_source",
     "authenticated_by",
+    "tenant",
+    "approvers",
 )
 
 
@@ -77,6 +79,10 @@ class AuditRecord:
     """How the answering actor was established: ``service:tokens``, ``service:jwt``,
     ``service:trusted-header``, ``agent-server``; None when a caller of the Python API
     or the CLI asserted it."""
+    tenant: str | None = None
+    """The tenant the interrupt was minted for (SPEC §15); None: minted without one."""
+    approvers: tuple[str, ...] = ()
+    """Under a quorum (SPEC §15): every principal whose vote resumed it; else empty."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: datetimes as ISO 8601 UTC."""
@@ -98,6 +104,8 @@ class AuditRecord:
             "requested_by": self.requested_by,
             "decision_source": self.decision_source,
             "authenticated_by": self.authenticated_by,
+            "tenant": self.tenant,
+            "approvers": list(self.approvers),
         }
 
     def as_csv_row(self) -> list[str]:
@@ -257,6 +265,7 @@ def audit(
     since: datetime | None,
     until: datetime | None,
     decision: str | None = None,
+    scope: frozenset[str | None] | None = None,
 ) -> list[AuditRecord]:
     """One record per interrupt from the audit columns (SPEC §3 ``audit``), oldest mint
     first; ``since``/``until`` bound ``minted_at``; ``decision`` keeps the records whose
@@ -265,10 +274,11 @@ def audit(
     A record's ``payload``, ``response``, ``resolved_at``, ``decision`` and
     ``decision_source`` are decoded when first read (see :class:`_Lazy`), except where
     the audit needs them itself: a batched HITL request's records, and every decision
-    under a ``decision`` filter."""
+    under a ``decision`` filter. ``scope``: only the interrupts minted for those tenants
+    (``None`` among them: minted without one; SPEC §15)."""
     # One more statement for every record's refused answers, grouped here: a query per
     # record would cost a round trip per interrupt (bench/audit.py: 10,000 of them).
-    rows, attempt_rows = audit_rows(conn, thread_id=thread_id, actor=actor)
+    rows, attempt_rows = audit_rows(conn, thread_id=thread_id, actor=actor, scope=scope)
     attempts: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for t_id, i_id, a_actor, a_why, a_error, a_at in attempt_rows:
         attempts.setdefault((t_id, i_id), []).append(
@@ -282,7 +292,7 @@ def audit(
         (
             t_id, i_id, name, payload, minted_text, native_mint,
             end_type, end_actor, end_reason, end_response, end_decisions, end_text,
-            requested_by, authenticated_by,
+            requested_by, authenticated_by, tenant,
         ) = row
         minted_at: Any = utc(minted_text)  # NULL only where a column was tampered with
         if since is not None and minted_at < since:
@@ -316,7 +326,7 @@ def audit(
                     append(AuditRecord(
                         t_id, i_id, name, decoded, minted_at, outcome, reason, end_actor,
                         response, end_at, [] if tried is None else tried, word, action, index,
-                        requested_by, source, authenticated_by,
+                        requested_by, source, authenticated_by, tenant,
                     ))
                 continue
         lazy = _Stored(row)  # the payload; an ending's time, an answer's response and decision
@@ -324,7 +334,7 @@ def audit(
         record = _Unfrozen(
             t_id, i_id, name, lazy, minted_at, outcome, reason, end_actor, answer,
             None if end_text is None else lazy, [] if tried is None else tried, answer,
-            None, None, requested_by, answer, authenticated_by,
+            None, None, requested_by, answer, authenticated_by, tenant, (),
         )
         record.__class__ = AuditRecord
         if decision is not None and record.decision != decision:

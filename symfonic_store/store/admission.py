@@ -106,6 +106,7 @@ def mint_waiting(
     actor: str | None,
     graph: str | None,
     identity: dict[str, Any] | None = None,
+    tenant: str | None = None,
 ) -> list[str]:
     """Mint each of ``items`` the store has not seen (I4); returns the ids minted.
 
@@ -121,7 +122,8 @@ def mint_waiting(
         if w.existed and was_minted(w.conn, w.thread_id, interrupt_id):
             continue
         w.append(
-            MINTED, interrupt_id=interrupt_id, actor=actor, data=_mint_data(item, graph, identity)
+            MINTED, interrupt_id=interrupt_id, actor=actor, data=_mint_data(item, graph, identity),
+            tenant=tenant,
         )
         minted.append(interrupt_id)
     return minted
@@ -134,13 +136,15 @@ def record_waiting(
     *,
     actor: str | None,
     graph: str | None,
+    tenant: str | None = None,
 ) -> list[str]:
-    """Record what the thread waits on (mints) and what it stopped waiting on (superseded)."""
+    """Record what the thread waits on (mints, for ``tenant``) and what it stopped waiting
+    on (superseded)."""
     w = ThreadWriter(conn, thread_id)
     if not w.existed and not waiting:
         return []
     opened = {r["interrupt_id"]: r for r in open_rows(conn, thread_id)} if w.existed else {}
-    minted = mint_waiting(w, waiting, opened, actor=actor, graph=graph)
+    minted = mint_waiting(w, waiting, opened, actor=actor, graph=graph, tenant=tenant)
     still = {item["interrupt_id"] for item in waiting}
     if opened:
         claimed = claim_rows(conn, thread_id)
@@ -415,7 +419,7 @@ def record_task_writes(
     ]
     mint_waiting(
         w, items, opened, actor=record["actor"], graph=record.get("graph"),
-        identity={**identity, **(record.get("served") or {})},
+        identity={**identity, **(record.get("served") or {})}, tenant=record.get("tenant"),
     )
     flush(conn, [w])
 

@@ -201,6 +201,7 @@ class AsyncInterruptStore(Integrations):
     state = _Operation(Operations.state)
     is_current = _Operation(Operations.is_current)
     list_pending = _Operation(Operations.list_pending)
+    interrupt_tenants = _Operation(Operations.interrupt_tenants)
     open_interrupts = _Operation(Operations.open_interrupts)
     owed_wakeups = _Operation(Operations.owed_wakeups)
     list_wakeups = _Operation(Operations.list_wakeups)

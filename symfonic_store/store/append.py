@@ -238,6 +238,7 @@ class ThreadWriter:
         run_id: str | None = None,
         actor: str | None = None,
         encoded: Mapping[str, str] | None = None,
+        tenant: str | None = None,
     ) -> NewEvent:
         """Seal the next event of the thread and fold it into the thread's state.
 
@@ -260,6 +261,7 @@ class ThreadWriter:
                 actor=actor,
                 data=data,
                 occurred_at=utc_now(),
+                tenant=tenant,
             ),
             self.state.last_hash,
             encoded,

@@ -43,6 +43,7 @@ def mint_into(
     marker: dict[str, Any],
     actor: str | None,
     encoded: Mapping[str, str] | None = None,
+    tenant: str | None = None,
 ) -> bool:
     """Record ``interrupt.minted`` unless this (thread, interrupt) was seen before (I4).
 
@@ -71,6 +72,7 @@ def mint_into(
         actor=actor,
         data=marker,
         encoded=encoded,
+        tenant=tenant,
     )
     return True
 
@@ -87,9 +89,10 @@ def mint(
     marker: dict[str, Any],
     actor: str | None,
     encoded: Mapping[str, str] | None = None,
+    tenant: str | None = None,
 ) -> bool:
     w = ThreadWriter(conn, thread_id, probe_mint=marker["interrupt_id"])
-    minted = mint_into(w, marker, actor, encoded)
+    minted = mint_into(w, marker, actor, encoded, tenant)
     flush(conn, [w])
     return minted
 
@@ -126,14 +129,16 @@ def record_router_decision(
     marker: dict[str, Any] | None,
     ttl_seconds: float | None,
     encoded: Mapping[str, str] | None = None,
+    tenant: str | None = None,
 ) -> None:
-    """What the router saw, in one transaction: mint if unseen, stale expiry once, route."""
+    """What the router saw, in one transaction: mint if unseen (for ``tenant``), stale
+    expiry once, route."""
     w = ThreadWriter(conn, thread_id, probe_mint=None if marker is None else marker["interrupt_id"])
     interrupt_id = None
     reason = None
     if marker is not None:
         interrupt_id = marker["interrupt_id"]
-        mint_into(w, marker, None, encoded)
+        mint_into(w, marker, None, encoded, tenant)
         stale = rule.stale(state.get(PENDING_KEY), state.get("run_id"), ttl_seconds)
         reason = None if stale is None else stale.reason
         if reason is not None and w.state.pending_interrupt_id == interrupt_id:

@@ -55,11 +55,19 @@ def response_dict(value: Any) -> dict[str, Any]:
 class MarkerOps(Settings):
     """The writes of the seed marker's lifecycle (:mod:`.lifecycle`)."""
 
-    def mint(self, thread_id: str, marker: dict[str, Any], *, actor: str | None = None) -> Plan[bool]:
+    def mint(
+        self,
+        thread_id: str,
+        marker: dict[str, Any],
+        *,
+        actor: str | None = None,
+        tenant: str | None = None,
+    ) -> Plan[bool]:
         """Record ``interrupt.minted``; returns False when the interrupt was already seen.
 
         ``marker`` is the ``_interrupt_pending`` dict or the whole update containing it.
         Minting while another interrupt is pending expires that one (``superseded``).
+        ``tenant``: who may see it through the service (SPEC §15), kept beside the event.
 
         Raises:
             InvalidMarkerError: not a dict, or ``name``/``interrupt_id`` missing.
@@ -68,8 +76,9 @@ class MarkerOps(Settings):
         t = validation.required_id(thread_id, "thread_id")
         m, encoded = validation.marker_encoded(marker, max_bytes=self.max_payload_bytes)
         a = validation.text_id(actor, "actor", optional=True)
+        n = validation.text_id(tenant, "tenant", optional=True)
         minted: bool = yield Op(
-            partial(lifecycle.mint, thread_id=t, marker=m, actor=a, encoded=encoded),
+            partial(lifecycle.mint, thread_id=t, marker=m, actor=a, encoded=encoded, tenant=n),
             write=True,
             settled=partial(lifecycle.mint_settled, thread_id=t, interrupt_id=m["interrupt_id"]),
             thread=t,
@@ -103,7 +112,13 @@ class MarkerOps(Settings):
         yield Op(fn, write=True, thread=t, creates=True)
 
     def record_router_decision(
-        self, thread_id: str, state: dict[str, Any], route: str, *, ttl_seconds: float | None = None
+        self,
+        thread_id: str,
+        state: dict[str, Any],
+        route: str,
+        *,
+        ttl_seconds: float | None = None,
+        tenant: str | None = None,
     ) -> Plan[None]:
         """What a router saw in a graph state, in one transaction (used by the router)."""
         t = validation.required_id(thread_id, "thread_id")
@@ -126,6 +141,7 @@ class MarkerOps(Settings):
             marker=marker,
             ttl_seconds=self.ttl(ttl_seconds),
             encoded=encoded,
+            tenant=validation.text_id(tenant, "tenant", optional=True),
         )
         yield Op(fn, write=True, thread=t, creates=True)
 

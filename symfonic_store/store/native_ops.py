@@ -46,8 +46,10 @@ class NativeOps(Settings):
         *,
         actor: str | None = None,
         graph: str | None = None,
+        tenant: str | None = None,
     ) -> Plan[list[str]]:
-        """Record what a thread waits on: mint the unseen, close what LangGraph dropped.
+        """Record what a thread waits on: mint the unseen (for ``tenant``, SPEC §15),
+        close what LangGraph dropped.
 
         ``waiting`` is :func:`~symfonic_store.langgraph.waiting.waiting_on` of the
         thread's state. Returns the ids minted. Used by the gateway after each call.
@@ -56,8 +58,11 @@ class NativeOps(Settings):
         items = _waiting_items(waiting, self.max_payload_bytes)
         a = validation.text_id(actor, "actor", optional=True)
         g = None if graph is None else str(graph)[: validation.MAX_ID_LENGTH]
+        n = validation.text_id(tenant, "tenant", optional=True)
         minted: list[str] = yield Op(
-            partial(admission.record_waiting, thread_id=t, waiting=items, actor=a, graph=g),
+            partial(
+                admission.record_waiting, thread_id=t, waiting=items, actor=a, graph=g, tenant=n
+            ),
             write=True,
             settled=partial(admission.waiting_settled, thread_id=t, waiting=items),
         )

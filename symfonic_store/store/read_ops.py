@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -20,6 +21,7 @@ from ..db.statements.log import (
     thread_events_query,
 )
 from ..db.statements.native import claim_rows, open_rows, read_open_interrupts
+from ..db.statements.tenants import Scope, mint_tenants, scope_of
 from ..db.statements.threads import load_thread, pending_threads
 from ..events import StoredEvent
 from ..native import MARKER_SOURCE, NATIVE_SOURCE
@@ -85,6 +87,17 @@ def _native_pending(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _scope(tenant: str | None, tenants: Iterable[str | None] | None) -> Scope:
+    """The scope of a read given ``tenant=`` and ``tenants=`` (both: their intersection)."""
+    one = None if tenant is None else frozenset({validation.text_id(tenant, "tenant")})
+    if tenants is None:
+        return one
+    many = scope_of(
+        None if t is None else validation.text_id(t, "tenants") for t in tenants
+    )
+    return many if one is None or many is None else one & many
+
+
 def _state_of(thread: ThreadState | None) -> dict[str, Any]:
     if thread is None:
         return {PENDING_KEY: None, "run_id": None}
@@ -117,28 +130,54 @@ class ReadOps(Settings):
         return interrupt_pending_is_current(_state_of(thread), ttl)
 
     def list_pending(
-        self, *, older_than: float | None = None, limit: int | None = None
+        self,
+        *,
+        older_than: float | None = None,
+        limit: int | None = None,
+        tenant: str | None = None,
+        tenants: Iterable[str | None] | None = None,
     ) -> Plan[list[dict[str, Any]]]:
-        """Pending interrupts across all threads, oldest first: each marker plus ``thread_id``."""
+        """Pending interrupts across all threads, oldest first: each marker plus ``thread_id``.
+
+        ``tenant``: only the interrupts minted for that tenant (SPEC §15); ``tenants``:
+        only those minted for one of them, ``None`` among them for the interrupts minted
+        without a tenant (how the service scopes a principal's inbox).
+        """
         age = validation.ttl(older_than, "older_than")
         n = validation.positive_int(limit, "limit", optional=True)
+        scope = _scope(tenant, tenants)
 
         def run(conn: Connection) -> list[dict[str, Any]]:
             since_before = None if age is None else time.time() - age
-            rows = pending_threads(conn, since_before=since_before, limit=n)
+            rows = pending_threads(conn, since_before=since_before, limit=n, scope=scope)
             markers = [
                 (r.pending_since or 0.0, {**(r.pending or {}), "thread_id": r.thread_id})
                 for r in rows
             ]
             natives = [
                 (row["minted_at"], _native_pending(row))
-                for row in read_open_interrupts(conn, since_before=since_before, limit=n)
+                for row in read_open_interrupts(
+                    conn, since_before=since_before, limit=n, scope=scope
+                )
             ]
             merged = sorted(markers + natives, key=lambda pair: pair[0])
             return [item for _, item in (merged if n is None else merged[:n])]
 
         items: list[dict[str, Any]] = yield Op(run, write=False)
         return items
+
+    def interrupt_tenants(
+        self, keys: Iterable[tuple[str, str]]
+    ) -> Plan[dict[tuple[str, str], str | None]]:
+        """The tenant each of the ``(thread_id, interrupt_id)`` was minted for (None: without
+        one); an interrupt never minted is not among the keys returned (SPEC §15)."""
+        wanted = sorted({(str(t), str(i)) for t, i in keys})
+
+        def run(conn: Connection) -> dict[tuple[str, str], str | None]:
+            return mint_tenants(conn, wanted)
+
+        found: dict[tuple[str, str], str | None] = yield Op(run, write=False)
+        return found
 
     def open_interrupts(self, thread_id: str) -> Plan[list[dict[str, Any]]]:
         """Everything the thread waits on, oldest first: the seed marker and LangGraph's own.
@@ -271,11 +310,13 @@ class ReadOps(Settings):
         since: datetime | str | None = None,
         until: datetime | str | None = None,
         decision: str | None = None,
+        tenant: str | None = None,
+        tenants: Iterable[str | None] | None = None,
     ) -> Plan[list[AuditRecord]]:
         """One record per interrupt, oldest first: who answered what, and when.
 
         ``decision`` keeps the records whose reported decision (recorded or derived,
-        SPEC §12) is exactly that word."""
+        SPEC §12) is exactly that word; ``tenant`` / ``tenants`` as in :meth:`list_pending`."""
         fn = partial(
             audit,
             thread_id=validation.text_id(thread_id, "thread_id", optional=True),
@@ -283,6 +324,7 @@ class ReadOps(Settings):
             since=validation.moment(since, "since"),
             until=validation.moment(until, "until"),
             decision=validation.text_id(decision, "decision", optional=True),
+            scope=_scope(tenant, tenants),
         )
         records: list[AuditRecord] = yield Op(fn, write=False)
         return records

@@ -35,6 +35,9 @@ AUDIT_NAMES = [
     "requested_by",
     "decision_source",
     "authenticated_by",
+    # appended by SPEC §15
+    "tenant",
+    "approvers",
 ]
 EVENT_COLUMNS = {
     "position",

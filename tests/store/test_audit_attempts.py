@@ -156,9 +156,10 @@ def test_cli_audit_shows_a_count_in_the_table_and_the_list_in_json_and_csv(
     """`audit` prints the number of attempts in its table, the list in --format json, and the JSON-encoded list in the CSV's attempts column."""
     seed(guarded)
     records = run_json("audit", "--format", "json", db=migrated_url)
-    assert list(records[0])[-7:] == [
+    assert list(records[0])[-9:] == [
         "attempts", "decision", "action", "action_index",
         "requested_by", "decision_source", "authenticated_by",  # appended by SPEC §12
+        "tenant", "approvers",  # appended by SPEC §15
     ]
     assert records[0]["attempts"] == [
         {"actor": "mallory", "why": "not_allowed", "error": None, "at": at(1).isoformat()},

@@ -257,7 +257,8 @@ def test_decoded_values_are_kept_and_records_stay_frozen(kinds: InterruptStore) 
 
 def test_records_built_by_hand_are_plain_values(kinds: InterruptStore) -> None:
     """A caller's AuditRecord(...) holds what it was given, a payload that looks like stored text included."""
-    row = ("t", "i", "n", '{"a": 1}', T0, "resumed", None, "a", "[1]", T0, [], "approve", None, None, None, "recorded", None)
+    row = ("t", "i", "n", '{"a": 1}', T0, "resumed", None, "a", "[1]", T0, [], "approve", None, None, None,
+           "recorded", None, "acme", ("bob",))
     record = AuditRecord(*row)
     assert (record.payload, record.response, record.decision) == ('{"a": 1}', "[1]", "approve")
     assert dataclasses.astuple(record) == row

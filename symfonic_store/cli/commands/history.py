@@ -62,6 +62,9 @@ def audit(
             "--decision", metavar="D", help="Only records whose decision is exactly D (e.g. reject)."
         ),
     ] = None,
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", metavar="T", help="Only interrupts minted for this tenant.")
+    ] = None,
     output: Annotated[
         AuditFormat,
         typer.Option("--format", help="table, json or csv.", parser=flag(choice(AuditFormat))),
@@ -72,7 +75,8 @@ def audit(
 
     with get_session(ctx).store() as store:
         records = store.audit(
-            thread_id=thread, actor=actor, since=since, until=until, decision=decision
+            thread_id=thread, actor=actor, since=since, until=until, decision=decision,
+            tenant=tenant,
         )
     if output is AuditFormat.json:
         emit_json([r.as_dict() for r in records])

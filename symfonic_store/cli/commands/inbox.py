@@ -39,11 +39,14 @@ def pending(
             "--older-than", metavar="SECONDS", help="Only markers older than this.", parser=flag(seconds)
         ),
     ] = None,
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", metavar="T", help="Only interrupts minted for this tenant.")
+    ] = None,
     output: TableOrJsonFormat = TableOrJson.table,
 ) -> None:
     """The inbox: pending interrupts across all threads, oldest first."""
     with get_session(ctx).store() as store:
-        items = store.list_pending(older_than=older_than)
+        items = store.list_pending(older_than=older_than, tenant=tenant)
     if thread is not None:
         items = [p for p in items if p["thread_id"] == thread]
     if output is TableOrJson.json:

@@ -79,6 +79,9 @@ def serve(
     jwt_roles_claim: Annotated[
         str, typer.Option("--jwt-roles-claim", metavar="NAME", help="The claim holding the roles (dotted for a nested one).")
     ] = "roles",
+    jwt_tenants_claim: Annotated[
+        str | None, typer.Option("--jwt-tenants-claim", metavar="NAME", help='The claim holding the principal\'s tenants ("*": all).')
+    ] = None,
     jwt_leeway: Annotated[
         float, typer.Option("--jwt-leeway", metavar="SECONDS", help="Clock skew allowed on exp/nbf.", parser=flag(seconds))
     ] = 30.0,
@@ -87,6 +90,9 @@ def serve(
     ] = None,
     trusted_roles_header: Annotated[
         str | None, typer.Option("--trusted-roles-header", metavar="NAME", help="The header with the principal's roles, comma-separated.")
+    ] = None,
+    trusted_tenants_header: Annotated[
+        str | None, typer.Option("--trusted-tenants-header", metavar="NAME", help='The header with the principal\'s tenants, comma-separated ("*": all).')
     ] = None,
     trusted_proxy: Annotated[
         list[str] | None,
@@ -148,7 +154,7 @@ def serve(
     elif jwt_public_key:
         auth = server.JwtAuth(
             jwt_public_key, issuer=jwt_issuer or "", audience=jwt_audience or "",
-            roles_claim=jwt_roles_claim, leeway=jwt_leeway,
+            roles_claim=jwt_roles_claim, leeway=jwt_leeway, tenants_claim=jwt_tenants_claim,
         )
     else:
         assert trusted_header is not None
@@ -160,6 +166,7 @@ def serve(
             )
         auth = server.TrustedHeaderAuth(
             trusted_header, roles_header=trusted_roles_header,
+            tenants_header=trusted_tenants_header,
             **({"proxies": proxies} if proxies else {}),
         )
     from ...server.auth import parse_networks

@@ -78,7 +78,18 @@ def utc(value: Any) -> datetime | None:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
-def _audit_query(*, by_thread: bool, by_actor: bool) -> sa.Select[Any]:
+def _tenant_clause(mint: Any, named: int, untenanted: bool) -> sa.ColumnElement[bool]:
+    """The mint's tenant is one of the binds ``n0``..``n{named-1}``, or (``untenanted``)
+    it has none. Plain binds (no expanding IN): the executors compile fixed SQL."""
+    terms = [mint.c.tenant == sa.bindparam(f"n{i}", type_=sa.String()) for i in range(named)]
+    if untenanted:
+        terms.append(mint.c.tenant.is_(None))
+    return sa.or_(*terms) if terms else sa.false()
+
+
+def _audit_query(
+    *, by_thread: bool, by_actor: bool, by_tenant: tuple[int, bool] | None = None
+) -> sa.Select[Any]:
     """Each mint joined to its ending (if any), in mint order: their audit columns, not
     their data (symfonic_store/audit_columns.py). Binds ``t`` / ``a`` when filtered.
 
@@ -104,6 +115,7 @@ def _audit_query(*, by_thread: bool, by_actor: bool) -> sa.Select[Any]:
             _stored(ending.c.occurred_at),
             mint.c.actor,
             ending.c.audit_authenticated_by,
+            mint.c.tenant,
         )
         # A join alike projection.py's in shape only (other tables and keys).
         .select_from(
@@ -127,10 +139,14 @@ def _audit_query(*, by_thread: bool, by_actor: bool) -> sa.Select[Any]:
         query = query.where(mint.c.thread_id == sa.bindparam("t"))
     if by_actor:
         query = query.where(ending.c.actor == sa.bindparam("a"))
+    if by_tenant is not None:
+        query = query.where(_tenant_clause(mint, *by_tenant))
     return query
 
 
-def _audit_attempts_query(*, by_thread: bool, by_actor: bool) -> sa.Select[Any]:
+def _audit_attempts_query(
+    *, by_thread: bool, by_actor: bool, by_tenant: tuple[int, bool] | None = None
+) -> sa.Select[Any]:
     """The refused answers (``interrupt.resume_rejected``) to the interrupts that
     :func:`_audit_query` lists, in one statement: per thread, in version order.
 
@@ -177,6 +193,8 @@ def _audit_attempts_query(*, by_thread: bool, by_actor: bool) -> sa.Select[Any]:
                 ending.c.actor == sa.bindparam("a"),
             )
         )
+    if by_tenant is not None:
+        query = query.where(_tenant_clause(mint, *by_tenant))
     return query
 
 
@@ -186,14 +204,24 @@ _AUDIT = {
     for t in (False, True)
     for a in (False, True)
 }
-
-
 def audit_rows(
-    conn: Connection, *, thread_id: str | None, actor: str | None
+    conn: Connection,
+    *,
+    thread_id: str | None,
+    actor: str | None,
+    scope: frozenset[str | None] | None = None,
 ) -> tuple[Sequence[Sequence[Any]], Sequence[Sequence[Any]]]:
     """The rows of the audit: the mints with their endings, then the refused answers
-    (columns as :func:`_audit_query` and :func:`_audit_attempts_query` list them)."""
-    records, attempts = _AUDIT[(thread_id is not None, actor is not None)]
-    params = {"t": thread_id, "a": actor}
+    (columns as :func:`_audit_query` and :func:`_audit_attempts_query` list them);
+    ``scope``: only the interrupts minted for those tenants (None among them: without one)."""
+    params: dict[str, Any] = {"t": thread_id, "a": actor}
+    if scope is None:
+        records, attempts = _AUDIT[(thread_id is not None, actor is not None)]
+    else:  # built per call: its shape depends on how many tenants it names
+        named = sorted(t for t in scope if t is not None)
+        params.update({f"n{i}": t for i, t in enumerate(named)})
+        t, a, n = thread_id is not None, actor is not None, (len(named), None in scope)
+        records = _audit_query(by_thread=t, by_actor=a, by_tenant=n)
+        attempts = _audit_attempts_query(by_thread=t, by_actor=a, by_tenant=n)
     executor = executor_for(conn)
     return executor.fetch(conn, records, params), executor.fetch(conn, attempts, params)

@@ -17,6 +17,7 @@ from ..schema import (
     events,
     open_interrupts,
 )
+from .tenants import Scope, in_scope
 
 OPEN_COLUMNS = tuple(open_interrupts.c)
 _INSERT_OPEN = open_interrupts.insert()
@@ -122,11 +123,16 @@ def delete_claim(conn: Connection, thread_id: str, interrupt_id: str) -> None:
     executor_for(conn).write(conn, _DELETE_CLAIM, [{"b_thread_id": thread_id, "b_interrupt_id": interrupt_id}])
 
 
-def open_interrupts_query(*, since_before: float | None = None, limit: int | None = None) -> sa.Select[Any]:
-    """Open LangGraph interrupts across all threads, oldest first."""
+def open_interrupts_query(
+    *, since_before: float | None = None, limit: int | None = None, scope: Scope = None
+) -> sa.Select[Any]:
+    """Open LangGraph interrupts across all threads, oldest first (of ``scope``'s tenants)."""
     query = sa.select(*OPEN_COLUMNS).order_by(
         open_interrupts.c.minted_at, open_interrupts.c.thread_id, open_interrupts.c.interrupt_id
     )
+    kept = in_scope(open_interrupts.c.thread_id, open_interrupts.c.interrupt_id, scope)
+    if kept is not None:
+        query = query.where(kept)
     if since_before is not None:
         query = query.where(open_interrupts.c.minted_at < since_before)
     if limit is not None:
@@ -139,10 +145,11 @@ def delete_all_open_interrupts(conn: Connection) -> None:
 
 
 def read_open_interrupts(
-    conn: Connection, *, since_before: float | None = None, limit: int | None = None
+    conn: Connection, *, since_before: float | None = None, limit: int | None = None,
+    scope: Scope = None,
 ) -> list[dict[str, Any]]:
     names = [c.key for c in OPEN_COLUMNS]
-    query = open_interrupts_query(since_before=since_before, limit=limit)
+    query = open_interrupts_query(since_before=since_before, limit=limit, scope=scope)
     return [dict(zip(names, r, strict=True)) for r in conn.execute(query)]
 
 

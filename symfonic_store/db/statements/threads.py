@@ -24,6 +24,7 @@ from ..schema import (
     events,
     threads,
 )
+from .tenants import Scope, in_scope
 
 # The statements of the append path are built once, with bound parameters, so each
 # call reuses SQLAlchemy's compiled form instead of building and hashing a new query.
@@ -143,13 +144,17 @@ def delete_all_threads(conn: Connection) -> None:
 
 
 def pending_threads(
-    conn: Connection, *, since_before: float | None, limit: int | None
+    conn: Connection, *, since_before: float | None, limit: int | None, scope: Scope = None
 ) -> list[ThreadState]:
+    """The threads with a pending marker, oldest first (of ``scope``'s tenants)."""
     query = (
         sa.select(*THREAD_COLUMNS)
         .where(threads.c.pending_interrupt_id.is_not(None))
         .order_by(threads.c.pending_since, threads.c.thread_id)
     )
+    kept = in_scope(threads.c.thread_id, threads.c.pending_interrupt_id, scope)
+    if kept is not None:
+        query = query.where(kept)
     if since_before is not None:
         query = query.where(threads.c.pending_since < since_before)
     if limit is not None:

@@ -36,6 +36,7 @@ async def audit_page(request: Request) -> Response:
             since=chosen["since"],
             until=chosen["until"],
             decision=chosen["decision"],
+            tenants=who.scope,
         )
         shown, cursor = audit_page_of(records, after=query(request, "after"), limit=limit)
     except (BadRequest, InvalidInputError) as exc:

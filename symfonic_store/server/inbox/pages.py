@@ -223,7 +223,7 @@ async def index(request: Request) -> Response:
     # The stream's starting point first, then the page: an event in between is after
     # the cursor, so it refreshes the page instead of being missed.
     after = await svc.lanes.run(svc.metrics.tail.catch_up, 0.5)
-    page = await svc.lanes.run(svc.approvals.inbox, limit=500)
+    page = await svc.lanes.run(svc.approvals.inbox, limit=500, scope=who.scope)
     # Escalated interrupts first, marked (SPEC §14); the API's order stays oldest first.
     items = await svc.lanes.run(svc.approvals.escalated_first, page["items"])
     return render(request, "inbox.html", who=who, title="Inbox", items=items,
@@ -301,13 +301,17 @@ async def _show(
 ) -> Response:
     svc = service(request)
     after = await svc.lanes.run(svc.metrics.tail.catch_up, 0.5)
-    view = await svc.lanes.run(svc.approvals.interrupt, thread_id, interrupt_id)
+    view = await svc.lanes.run(svc.approvals.interrupt, thread_id, interrupt_id, who)
     if view is None:
         return render(request, "error.html", who=who, status=404, title="Unknown interrupt",
                       message=f"There is no interrupt {interrupt_id!r} on thread {thread_id!r}.")
     waiting = []
     if view["status"] != "pending":
         waiting = await svc.lanes.run(svc.store.open_interrupts, thread_id)
+        if who.scope is not None:  # another tenant's, on the same thread, stays unseen
+            keep = await svc.lanes.run(svc.store.interrupt_tenants,
+                                       [(thread_id, w["interrupt_id"]) for w in waiting])
+            waiting = [w for w in waiting if who.sees(keep.get((thread_id, w["interrupt_id"])))]
     # Asked of the policy that refuses an answer, so the page never offers a button
     # whose click would only be refused and recorded. Looking writes nothing.
     forbidden = None
@@ -389,7 +393,8 @@ async def thread_page(request: Request) -> Response:
 
     def load() -> list[dict[str, Any]]:
         try:
-            return [e.as_dict() for e in svc.store.history(thread_id)]
+            history = svc.store.history(thread_id)
+            return [e.as_dict() for e in svc.approvals.visible_events(who, history)]
         except InvalidInputError:
             return []  # an id no thread can have
 
@@ -398,6 +403,9 @@ async def thread_page(request: Request) -> Response:
     if not history:
         return render(request, "error.html", who=who, status=404, title="Unknown thread",
                       message=f"Thread {thread_id!r} has no events.")
-    opened = {o["interrupt_id"] for o in await svc.lanes.run(svc.store.open_interrupts, thread_id)}
+    shown = {e["interrupt_id"] for e in history}
+    opened = {
+        o["interrupt_id"] for o in await svc.lanes.run(svc.store.open_interrupts, thread_id)
+    } & shown
     return render(request, "thread.html", who=who, title=f"Thread {thread_id}", thread_id=thread_id,
                   timeline=[describe(e) for e in history], opened=opened, after=after)

@@ -1,0 +1,275 @@
+"""Tenants in the approval service (SPEC §15), against a real server process on SQLite and
+PostgreSQL: a principal sees only its tenants' interrupts on every route, in the log and
+its stream; another tenant's interrupt is 404 with the body of an unknown one."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import pytest
+from factories import marker
+from service_rig import BACKENDS, Served, answer_path, digest_of, serve, served_database
+
+from symfonic_store import InterruptStore
+from symfonic_store.server import create_app
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def served_db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from served_database(request, tmp_path_factory)
+
+
+TOKENS = {
+    "ann": ("token-ann", ["acme"]),
+    "gus": ("token-gus", ["globex"]),
+    "pat": ("token-pat", None),  # no tenants: the untenanted interrupts only
+    "root": ("token-root", ["*"]),
+}
+
+
+def write_tokens(path: Path) -> Path:
+    data = {}
+    for name, (token, tenants) in TOKENS.items():
+        entry: dict[str, object] = {"token_sha256": hashlib.sha256(token.encode()).hexdigest(), "roles": []}
+        if tenants is not None:
+            entry["tenants"] = tenants
+        data[name] = entry
+    path.write_text(json.dumps(data))
+    return path
+
+
+@dataclass
+class Minted:
+    thread_id: str
+    interrupt_id: str
+    name: str
+    secret: str
+
+
+@dataclass
+class Site:
+    server: Served
+    store: InterruptStore
+    by_tenant: dict[str | None, Minted]
+
+    def as_(self, who: str) -> httpx.Client:
+        return self.server.client(TOKENS[who][0])
+
+
+@pytest.fixture(scope="module")
+def site(served_db: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    folder = tmp_path_factory.mktemp("tenants")
+    tokens = write_tokens(folder / "tokens.json")
+    store = InterruptStore(served_db)
+    by_tenant: dict[str | None, Minted] = {}
+    for tenant in ("acme", "globex", None):
+        label = tenant or "plain"
+        minted = Minted(f"t-{label}-{uuid.uuid4().hex[:6]}", f"i-{label}-{uuid.uuid4().hex[:6]}",
+                        f"{label}_wire", f"{label.upper()}-SECRET-{uuid.uuid4().hex[:6]}")
+        store.mint(minted.thread_id, marker(minted.interrupt_id, name=minted.name, secret=minted.secret),
+                   actor="agent", tenant=tenant)
+        by_tenant[tenant] = minted
+    with serve(served_db, "--tokens", str(tokens), "--rate-limit", "off", cwd=folder) as server:
+        yield Site(server, store, by_tenant)
+    store.close()
+
+
+SEES = {"ann": {"acme"}, "gus": {"globex"}, "pat": {None}, "root": {"acme", "globex", None}}
+
+
+def _path(*ids: str) -> str:
+    return "/".join(quote(i, safe="") for i in ids)
+
+
+def _stream_text(site: Site, who: str) -> str:
+    """The event stream from the start, read until the last event ``who`` may see."""
+    last = max(
+        e.position for e in site.store.events()
+        if (e.interrupt_id is None and who == "root")
+        or any(e.interrupt_id == m.interrupt_id and t in SEES[who] for t, m in site.by_tenant.items())
+    )
+    seen = []
+    with site.as_(who) as client, client.stream("GET", "/api/events/stream", params={"after": 0}) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            seen.append(line)
+            if line == f"id: {last}":
+                break
+    return "\n".join(seen)
+
+
+ROUTES_WALKED = {
+    "/healthz", "/metrics", "/api/interrupts", "/api/interrupts/{rest:path}", "/api/audit",
+    "/api/threads/{rest:path}", "/api/events", "/api/events/stream", "/", "/signin", "/signout",
+    "/interrupts/{rest:path}", "/threads/{rest:path}", "/audit", "/static",
+}
+
+
+def test_the_walk_covers_every_route_of_the_app(site: Site, tmp_path: Path) -> None:
+    """The leak test below walks every route create_app serves: a new route fails here first."""
+    from symfonic_store.server.auth import TokenAuth
+
+    built = create_app(site.store, auth=TokenAuth(write_tokens(tmp_path / "tokens.json")))
+    assert {getattr(r, "path", None) for r in built.routes} == ROUTES_WALKED
+
+
+@pytest.mark.parametrize("who", ["ann", "gus", "pat", "root"])
+def test_no_route_leaks_another_tenants_interrupt(site: Site, who: str) -> None:
+    """Every GET route, the log, its stream and the pages: the principal's interrupts are
+    there, no other tenant's id, name or payload is."""
+    texts: list[str] = []
+    with site.as_(who) as client:
+        for path in ("/api/interrupts", "/api/audit", "/api/audit?format=csv", "/api/events?limit=1000",
+                     "/metrics", "/", "/audit", "/healthz", "/signin"):
+            r = client.get(path)
+            assert r.status_code == 200, (path, r.text)
+            texts.append(r.text)
+        for m in site.by_tenant.values():
+            for path in (f"/api/interrupts/{_path(m.thread_id, m.interrupt_id)}",
+                         f"/api/threads/{_path(m.thread_id)}/events",
+                         f"/interrupts/{_path(m.thread_id, m.interrupt_id)}",
+                         f"/threads/{_path(m.thread_id)}"):
+                r = client.get(path)
+                texts.append(r.text if r.status_code == 200 else "")
+    texts.append(_stream_text(site, who))
+    everything = "\n".join(texts)
+    for tenant, m in site.by_tenant.items():
+        shown = tenant in SEES[who]
+        for secret in (m.interrupt_id, m.name, m.secret):
+            assert (secret in everything) is shown, (who, tenant, secret)
+
+
+def test_another_tenants_interrupt_is_404_as_an_unknown_one(site: Site) -> None:
+    """GET and answer: the same status and body as an id never minted, nothing written."""
+    globex = site.by_tenant["globex"]
+    before = len(site.store.history(globex.thread_id))
+    with site.as_("ann") as ann:
+        hidden = ann.get(f"/api/interrupts/{_path(globex.thread_id, globex.interrupt_id)}")
+        assert hidden.status_code == 404
+        assert hidden.json() == {"error": f"interrupt {globex.interrupt_id!r} on thread {globex.thread_id!r} is unknown"}
+        body = {"response": {"approved": True}, "digest": digest_of(site.store, globex.thread_id, globex.interrupt_id)}
+        answered = ann.post(answer_path(globex.thread_id, globex.interrupt_id), json=body)
+        unknown = ann.post(answer_path(globex.thread_id, "i-never"), json=body)
+        assert answered.status_code == unknown.status_code == 404
+        assert answered.json() == json.loads(
+            unknown.text.replace(json.dumps("i-never")[1:-1], globex.interrupt_id)
+        )
+        assert ann.get(f"/api/threads/{_path(globex.thread_id)}/events").status_code == 404
+    assert len(site.store.history(globex.thread_id)) == before
+    with site.as_("gus") as gus:
+        assert gus.get(f"/api/interrupts/{_path(globex.thread_id, globex.interrupt_id)}").status_code == 200
+
+
+def test_audit_and_inbox_keep_each_principal_to_its_tenants(site: Site) -> None:
+    for who, tenants in SEES.items():
+        expected = {site.by_tenant[t].interrupt_id for t in tenants}
+        with site.as_(who) as client:
+            items = client.get("/api/interrupts").json()["items"]
+            records = client.get("/api/audit").json()["items"]
+            sheet = list(csv.reader(io.StringIO(client.get("/api/audit", params={"format": "csv"}).text)))
+        assert {i["interrupt_id"] for i in items} == expected, who
+        assert {r["interrupt_id"] for r in records} == expected, who
+        assert {r["interrupt_id"]: r["tenant"] for r in records} == {
+            site.by_tenant[t].interrupt_id: t for t in tenants}
+        assert sheet[0][-2:] == ["tenant", "approvers"]
+
+
+def test_events_without_an_interrupt_are_shown_to_all_tenant_principals_only(site: Site) -> None:
+    site.store.record_route(f"t-route-{uuid.uuid4().hex[:6]}", "continue")
+    with site.as_("root") as root, site.as_("pat") as pat:
+        assert any(e["interrupt_id"] is None for e in root.get("/api/events?limit=1000").json()["items"])
+        assert all(e["interrupt_id"] is not None for e in pat.get("/api/events?limit=1000").json()["items"])
+
+
+# --- tenants from a JWT claim and a trusted header -----------------------------------
+
+
+def _pem(key: object) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return key.public_key().public_bytes(  # type: ignore[attr-defined]
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def _visible(client: httpx.Client) -> set[str]:
+    r = client.get("/api/interrupts")
+    assert r.status_code == 200, r.text
+    return {i["interrupt_id"] for i in r.json()["items"]}
+
+
+def test_a_jwt_claim_names_the_principals_tenants_also_in_its_session(
+    site: Site, served_db: str, tmp_path: Path
+) -> None:
+    """--jwt-tenants-claim: a list (or a comma-separated string) of tenants; none: the
+    untenanted only; "*": all. A browser session opened with the JWT keeps them."""
+    import re
+    import time
+
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    (tmp_path / "key.pem").write_bytes(_pem(key))
+    ids = {t: m.interrupt_id for t, m in site.by_tenant.items()}
+
+    def token(sub: str, **claims: object) -> str:
+        now = int(time.time())
+        body = {"sub": sub, "iss": "idp", "aud": "approvals", "iat": now, "exp": now + 600, **claims}
+        return jwt.encode(body, key, algorithm="RS256")
+
+    flags = ("--jwt-public-key", str(tmp_path / "key.pem"), "--jwt-issuer", "idp",
+             "--jwt-audience", "approvals", "--jwt-tenants-claim", "org.tenants")
+    with serve(served_db, *flags) as server:
+        with server.client(token("ann", org={"tenants": ["acme"]})) as c:
+            assert _visible(c) == {ids["acme"]}
+        with server.client(token("gus", org={"tenants": "globex, acme"})) as c:
+            assert _visible(c) == {ids["acme"], ids["globex"]}
+        with server.client(token("pat")) as c:
+            assert _visible(c) == {ids[None]}
+        with server.client(token("root", org={"tenants": ["*"]})) as c:
+            assert _visible(c) == set(ids.values())
+        with server.client() as browser:
+            form = browser.get("/signin")
+            csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', form.text)
+            assert csrf
+            signed = browser.post("/signin", data={"token": token("ann", org={"tenants": ["acme"]}),
+                                                   "csrf": csrf.group(1)})
+            assert signed.status_code in (302, 303)
+            page = browser.get("/")
+            assert page.status_code == 200
+            assert ids["acme"] in page.text and ids["globex"] not in page.text and ids[None] not in page.text
+
+
+def test_a_trusted_header_names_the_principals_tenants(site: Site, served_db: str) -> None:
+    ids = {t: m.interrupt_id for t, m in site.by_tenant.items()}
+    flags = ("--trusted-header", "X-Forwarded-User", "--trusted-tenants-header", "X-Forwarded-Tenants",
+             "--trusted-proxy", "127.0.0.1/32")
+    with serve(served_db, *flags) as server:
+        with server.client(headers={"X-Forwarded-User": "gus", "X-Forwarded-Tenants": "globex"}) as c:
+            assert _visible(c) == {ids["globex"]}
+        with server.client(headers={"X-Forwarded-User": "pat"}) as c:
+            assert _visible(c) == {ids[None]}
+        with server.client(headers={"X-Forwarded-User": "root", "X-Forwarded-Tenants": "*"}) as c:
+            assert _visible(c) == set(ids.values())
+
+
+def test_metrics_count_the_principals_tenants_open_interrupts(site: Site) -> None:
+    import re
+
+    def open_markers(who: str) -> float:
+        with site.as_(who) as client:
+            text = client.get("/metrics").text
+        found = re.search(r'^symfonic_open_interrupts\{source="marker"\} (\S+)$', text, re.M)
+        assert found, text
+        return float(found.group(1))
+
+    assert {who: open_markers(who) for who in SEES} == {"ann": 1.0, "gus": 1.0, "pat": 1.0, "root": 3.0}
