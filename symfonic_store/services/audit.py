@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection
 
 from .. import native
 from ..db.statements.audit import audit_rows, utc
+from ..db.statements.votes import quorum_approvers
 from ..decisions import builtin, reported
 from ..events import RESUMED
 
@@ -35,6 +36,7 @@ AUDIT_FIELDS = (
     "requested_by",
     "decision_source",
     "authenticated_by",
+    "approvers",
 )
 
 
@@ -77,6 +79,9 @@ class AuditRecord:
     """How the answering actor was established: ``service:tokens``, ``service:jwt``,
     ``service:trusted-header``, ``agent-server``; None when a caller of the Python API
     or the CLI asserted it."""
+    approvers: tuple[str, ...] = ()
+    """The principals whose votes completed a quorum (SPEC §15), in the order they
+    voted; empty for any other answer."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: datetimes as ISO 8601 UTC."""
@@ -98,6 +103,7 @@ class AuditRecord:
             "requested_by": self.requested_by,
             "decision_source": self.decision_source,
             "authenticated_by": self.authenticated_by,
+            "approvers": list(self.approvers),
         }
 
     def as_csv_row(self) -> list[str]:
@@ -276,6 +282,7 @@ def audit(
         )
     # Every value comes from the audit columns (symfonic_store/audit_columns.py), written
     # at append time: no mint's or ending's JSON data is decoded here.
+    quorums = quorum_approvers(conn, thread_id)
     records: list[AuditRecord] = []
     append = records.append
     for row in rows:
@@ -316,7 +323,7 @@ def audit(
                     append(AuditRecord(
                         t_id, i_id, name, decoded, minted_at, outcome, reason, end_actor,
                         response, end_at, [] if tried is None else tried, word, action, index,
-                        requested_by, source, authenticated_by,
+                        requested_by, source, authenticated_by, quorums.get((t_id, i_id), ()),
                     ))
                 continue
         lazy = _Stored(row)  # the payload; an ending's time, an answer's response and decision
@@ -324,7 +331,7 @@ def audit(
         record = _Unfrozen(
             t_id, i_id, name, lazy, minted_at, outcome, reason, end_actor, answer,
             None if end_text is None else lazy, [] if tried is None else tried, answer,
-            None, None, requested_by, answer, authenticated_by,
+            None, None, requested_by, answer, authenticated_by, quorums.get((t_id, i_id), ()),
         )
         record.__class__ = AuditRecord
         if decision is not None and record.decision != decision:

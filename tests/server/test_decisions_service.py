@@ -80,8 +80,8 @@ def test_a_rejection_over_http_says_reject_and_is_found_by_the_decision_filter(s
         assert client.get("/api/audit", params={"thread": t, "decision": "approve"}).json()["items"] == []
         sheet = client.get("/api/audit", params={"thread": t, "format": "csv"})
     rows = list(csv.reader(io.StringIO(sheet.text)))
-    assert rows[0] == list(AUDIT_FIELDS) and rows[0][-3:] == ["requested_by", "decision_source", "authenticated_by"]
-    assert rows[1][-3:] == ["agent", "recorded", "service:tokens"]
+    assert rows[0] == list(AUDIT_FIELDS) and rows[0][-4:-1] == ["requested_by", "decision_source", "authenticated_by"]
+    assert rows[1][-4:] == ["agent", "recorded", "service:tokens", "[]"]  # approvers: none
 
 
 def test_serve_asks_the_decisions_function_and_its_failure_is_400_with_nothing_written(site: Site) -> None:

@@ -135,6 +135,11 @@ def test_two_approving_votes_resume_once_with_both_approvers(site: Site) -> None
     assert [e.actor for e in site.store.history(t) if e.type == VOTED] == ["fin1", "fin2"]
     late = vote(site, "fin3", t, i)
     assert late.status_code == 409
+    with site.as_("fin3") as client:
+        (audited,) = client.get("/api/audit", params={"thread": t}).json()["items"]
+        sheet = client.get("/api/audit", params={"thread": t, "format": "csv"}).text.splitlines()
+    assert audited["approvers"] == ["fin1", "fin2"]
+    assert sheet[0].endswith(",approvers") and sheet[1].endswith('"[""fin1"", ""fin2""]"')
 
 
 def test_a_reject_vetoes_unless_veto_is_false_and_other_decisions_are_422(site: Site) -> None:
