@@ -563,6 +563,15 @@ class Approvals:
             return Result(200, {"outcome": "voted", "votes": len(count.approvers), "needed": needed})
         return count.approvers
 
+    def assigned_refusal(self, principal: Principal, assigned_to: str | None) -> str | None:
+        """Why ``principal`` may not answer an interrupt assigned as the API shows it
+        (``assigned_to``: a principal or ``role:<name>``); None when it may."""
+        if assigned_to is None:
+            return None
+        role = assigned_to.startswith("role:")
+        found = {"to": assigned_to[5:] if role else assigned_to, "kind": "role" if role else "principal"}
+        return rule.assignee_refusal(found, principal.name, principal.roles)
+
     def assign(self, principal: Principal, thread_id: str, interrupt_id: str, to: Any) -> Result:
         """Assign an interrupt to a principal or ``role:<name>`` (SPEC §15): only a
         principal allowed to answer it; an assigned one only with a ``reassign`` role."""

@@ -266,3 +266,43 @@ def test_assigning_needs_the_right_to_answer_and_a_known_interrupt(site: Site) -
         assert client.post(assign_path(t, i), json={"to": "bob"}).status_code == 403
         assert client.post(assign_path(t, "nope"), json={"to": "bob"}).status_code == 404
         assert client.post(assign_path(t, i), json={"who": "bob"}).status_code == 400
+
+
+# --- the inbox -------------------------------------------------------------------------------
+
+
+def signed_in(site: Site, name: str) -> httpx.Client:
+    """A browser-like client signed in through the inbox's token form."""
+    client = site.servers[0].client()
+    page = client.get("/signin")
+    client.post("/signin", data={"token": PRINCIPALS[name][0], "csrf": csrf_of(page.text)})
+    return client
+
+
+def csrf_of(html: str) -> str:
+    marker = 'name="csrf" value="'
+    start = html.index(marker) + len(marker)
+    return html[start:html.index('"', start)]
+
+
+def test_the_inbox_page_shows_the_votes_so_far_and_assigns_through_its_form(site: Site) -> None:
+    """The interrupt's page says 1 of 2 approvals and who voted; its assignment form
+    records interrupt.assigned and the page then names the assignee."""
+    t = thread("page")
+    i = mint(site.store, t, name="two_of_finance", actor="requester")
+    assert vote(site, "fin1", t, i).status_code == 200
+    client = signed_in(site, "fin2")
+    try:
+        page = client.get(f"/interrupts/{t}/{i}")
+        assert page.status_code == 200
+        assert "1 of 2 approvals" in page.text and "<b>fin1</b> (approve)" in page.text
+        assert 'id="assign"' in page.text
+        moved = client.post(f"/interrupts/{t}/{i}/assign", data={"to": "fin3", "csrf": csrf_of(page.text)})
+        assert moved.status_code in (200, 303), moved.text
+        after = client.get(f"/interrupts/{t}/{i}").text
+    finally:
+        client.close()
+    assert '<dd id="assigned-to"><b>fin3</b></dd>' in after
+    assert "assigned to &#39;fin3&#39;" in after or "assigned to 'fin3'" in after  # no buttons for fin2
+    (assigned,) = [e for e in site.store.history(t) if e.type == ASSIGNED]
+    assert (assigned.actor, assigned.data) == ("fin2", {"to": "fin3", "kind": "principal"})
