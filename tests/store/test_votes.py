@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import factories
 import pytest
@@ -211,3 +212,49 @@ def test_0019_adds_the_one_vote_index_and_its_downgrade_drops_only_it(engine: En
         assert store.verify().ok
         with pytest.raises(AlreadyVotedError):
             store.vote("t-1", i, "approve", actor="ann")
+
+
+def test_the_notifier_accepts_a_subscription_to_votes_and_assignments(store: InterruptStore, tmp_path: Path) -> None:
+    """The registry declares both types, so the notifier's check of its ``events`` globs
+    finds ``interrupt.voted`` and ``interrupt.assigned`` (a typo it names)."""
+    from symfonic_store.notify.notifier import Notifier
+
+    secret = tmp_path / "secret"
+    secret.write_text("whsec_" + "A" * 32, encoding="utf-8")
+    config = {"subscriptions": [{
+        "name": "votes", "events": ["interrupt.voted", "interrupt.assigned", "interrupt.votd"],
+        "webhook": {"url": "http://127.0.0.1:9/hook", "secret_file": str(secret)},
+    }]}
+    notifier = Notifier(store, config)
+    assert notifier.unknown_patterns() == [("votes", "interrupt.votd")]
+
+
+def test_assignment_rules_admit_the_assignee_its_role_and_reassign_roles() -> None:
+    from symfonic_store.store.rules import assignee_refusal, reassign_refusal
+
+    bob = {"to": "bob", "kind": "principal"}
+    finance = {"to": "finance", "kind": "role"}
+    assert assignee_refusal(None, "ann", frozenset()) is None
+    assert assignee_refusal(bob, "bob", frozenset()) is None
+    assert "assigned to 'bob'" in str(assignee_refusal(bob, "ann", frozenset({"finance"})))
+    assert assignee_refusal(finance, "ann", frozenset({"finance"})) is None
+    assert "role 'finance'" in str(assignee_refusal(finance, "finance", frozenset()))
+    assert reassign_refusal(None, "ann", frozenset(), frozenset()) is None
+    assert reassign_refusal(bob, "lead", frozenset({"lead"}), frozenset({"lead"})) is None
+    assert "reassign roles (lead)" in str(reassign_refusal(bob, "ann", frozenset({"x"}), frozenset({"lead"})))
+
+
+def test_the_policy_reads_quorum_veto_and_reassign_and_refuses_bad_values() -> None:
+    from symfonic_store.policy import Policy
+
+    policy = Policy.from_dict({
+        "pay": {"roles": ["finance"], "quorum": 2, "four_eyes": True, "reassign": ["lead"]},
+        "ship": {"quorum": 3, "veto": False},
+    })
+    assert policy.quorum_for("pay") == (2, True, True)
+    assert policy.quorum_for("ship") == (3, False, False)
+    assert policy.quorum_for("other") is None
+    assert policy.reassign_roles("pay") == frozenset({"lead"})
+    for bad in ({"quorum": 1}, {"quorum": True}, {"quorum": 2.5}, {"veto": "no"}, {"reassign": "lead"}):
+        with pytest.raises(InvalidInputError):
+            Policy.from_dict({"x": bad})
