@@ -258,3 +258,28 @@ def test_the_policy_reads_quorum_veto_and_reassign_and_refuses_bad_values() -> N
     for bad in ({"quorum": 1}, {"quorum": True}, {"quorum": 2.5}, {"veto": "no"}, {"reassign": "lead"}):
         with pytest.raises(InvalidInputError):
             Policy.from_dict({"x": bad})
+
+
+def test_a_thread_with_votes_and_an_assignment_archives_and_still_verifies(store: InterruptStore, tmp_path: Path) -> None:
+    """The archive moves a finished thread's votes and assignment with its other events;
+    the file verifies, and ``verify`` and a rebuild pass after the move."""
+    import langgraph.types  # noqa: F401 -- loaded before the clock is frozen (pydantic's date types)
+    from freezegun import freeze_time
+
+    from symfonic_store.services import archive as archiving
+
+    with freeze_time("2026-01-10") as clock:
+        i = factories.mint(store, "t-arch")["interrupt_id"]
+        store.assign("t-arch", i, to="finance", kind="role", actor="lead")
+        store.vote("t-arch", i, "approve", actor="ann")
+        store.vote("t-arch", i, "approve", actor="bob")
+        store.resume("t-arch", i, {"approved": True}, actor="bob", approvers=("ann", "bob"))
+        clock.move_to("2026-03-01")
+        out = tmp_path / "votes.jsonl"
+        result = store.archive("2026-02-01", out)
+    assert result.threads == ["t-arch"] and result.events == 5
+    assert archiving.verify_archive(out, {}).ok
+    assert store.history("t-arch") == []
+    assert store.verify().ok
+    store.rebuild_projection()
+    assert store.verify().ok
