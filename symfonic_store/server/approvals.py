@@ -466,7 +466,8 @@ class Approvals:
             by = principal.authenticated_by
             if gate is not None:
                 gate.answer(
-                    thread_id, interrupt_id, response, actor=principal.name, authenticated_by=by
+                    thread_id, interrupt_id, response, actor=principal.name, authenticated_by=by,
+                    approvers=approvers,
                 )
                 waiting = [
                     {"interrupt_id": o["interrupt_id"], "name": o["name"]}

@@ -200,9 +200,15 @@ def test_racing_completing_votes_on_two_servers_send_the_wire_once(site: Site) -
     assert [r.json()["outcome"] for r in results if r.status_code == 200].count("resumed") == 1
     assert wired(site.folder) == before + 1
     history = site.store.history(t)
-    assert len([e for e in history if e.type == RESUMED]) == 1
+    (resumed,) = [e for e in history if e.type == RESUMED]
     voters = [e.actor for e in history if e.type == VOTED]
     assert len(voters) == len(set(voters))
+    # Two distinct voters, the completing one (who answered) last: fin1 and the first
+    # racer to vote when no other racer had, else the racer before it and it.
+    approvers = resumed.data["approvers"]
+    assert len(set(approvers)) == 2 and approvers[-1] == resumed.actor and set(approvers) <= set(voters)
+    (record,) = site.store.audit(thread_id=t)
+    assert list(record.approvers) == approvers
 
 
 def test_one_principals_racing_votes_on_two_servers_count_once(site: Site) -> None:
