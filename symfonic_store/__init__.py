@@ -35,6 +35,7 @@ from .errors import (
     UnknownInterruptError,
 )
 from .events import (
+    ASSIGNED,
     ESCALATED,
     EXPIRED,
     MINTED,
@@ -42,6 +43,7 @@ from .events import (
     RESUME_REJECTED,
     RESUMED,
     ROUTE_DECIDED,
+    VOTED,
     StoredEvent,
 )
 from .protocol import (
@@ -121,6 +123,7 @@ def __dir__() -> list[str]:
 # Deliberately repeated: errors.__all__'s names stand here again, literally, because static tools
 # read only a literal list.
 __all__ = [
+    "ASSIGNED",
     "ESCALATED",
     "EXPIRED",
     "MINTED",
@@ -129,6 +132,7 @@ __all__ = [
     "RESUMED",
     "RESUME_REJECTED",
     "ROUTE_DECIDED",
+    "VOTED",
     "AsyncInterruptStore",
     "AuditRecord",
     "BrokenLink",

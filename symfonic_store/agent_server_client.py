@@ -232,6 +232,7 @@ class ServedGraphs:
         *,
         actor: str,
         authenticated_by: str | None = None,
+        approvers: tuple[str, ...] = (),
     ) -> Any:
         """Admit ``value`` exactly once and resume the served graph with it; returns the
         run's result (the thread's values).
@@ -258,7 +259,7 @@ class ServedGraphs:
                 "minted by a graph another server runs; nothing was written",
                 status=409,
             )
-        self.store.claim(t, i, value, actor=a, authenticated_by=authenticated_by)
+        self.store.claim(t, i, value, actor=a, authenticated_by=authenticated_by, approvers=approvers)
         configurable = {ANSWER_ID_KEY: answer_id(t, i), "actor": a}
         try:
             result = self._resume(t, i, self._assistant(record), value, configurable)

@@ -261,3 +261,15 @@ ESCALATED: Final = _declare(EventType(
 """The sweep's escalation of an interrupt still open ``after`` seconds to the roles ``to``
 (the policy's ``escalate_after`` and ``escalate_to``, SPEC §14), who may then answer it
 too: once per interrupt (``uq_symfonic_events_one_escalation``), not an ending."""
+ASSIGNED: Final = _declare(EventType(
+    "interrupt.assigned", label="assigned", summary="assigned to {to} ({kind})",
+))
+"""An interrupt handed to a principal or a role (SPEC §15; data: ``to``, ``kind``:
+``principal`` or ``role``): from then on only that principal, or a holder of that role,
+may answer it. Not an ending; the latest one stands."""
+VOTED: Final = _declare(EventType(
+    "interrupt.voted", label="voted", summary="voted: {decision}", detail=("response",),
+))
+"""One principal's vote on an interrupt whose policy entry asks a ``quorum`` (SPEC §15;
+data: ``decision``, ``response``): once per principal
+(``uq_symfonic_events_one_vote``), not an ending."""

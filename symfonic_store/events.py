@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
+from .event_types import ASSIGNED as ASSIGNED
 from .event_types import ESCALATED as ESCALATED
 from .event_types import EXPIRED as EXPIRED
 from .event_types import MINTED as MINTED
@@ -22,6 +23,7 @@ from .event_types import REMINDED as REMINDED
 from .event_types import RESUME_REJECTED as RESUME_REJECTED
 from .event_types import RESUMED as RESUMED
 from .event_types import ROUTE_DECIDED as ROUTE_DECIDED
+from .event_types import VOTED as VOTED
 from .event_types import built_in_types
 
 EVENT_TYPES: Final = tuple(t.name for t in built_in_types())

@@ -24,6 +24,11 @@ The file is JSON keyed by interrupt name, with ``"*"`` for every name it does no
   principal with one of the ``escalate_to`` roles may answer it too (``four_eyes``
   still applies). Neither event ends the interrupt.
 
+- ``quorum`` (N >= 2): each answer is a vote (``interrupt.voted``); ``approve`` and
+  ``accept`` votes of N distinct principals (the requester excluded under
+  ``four_eyes``) resume it once; a ``reject`` vote ends it at once unless ``"veto":
+  false``. ``reassign`` (roles): who may assign an interrupt already assigned (SPEC §15).
+
 With no entry for the name and no ``"*"``, any authenticated principal may answer.
 The name of a batched HITL request joins its actions' names with ``,``
 (``send_wire,delete_file``); when that joined name is not listed itself, each
@@ -50,7 +55,9 @@ from .config_file import read_config_text
 from .errors import InvalidInputError
 
 DEFAULT = "*"
-_KEYS = ("roles", "four_eyes", "remind_after", "escalate_after", "escalate_to")
+_KEYS = (
+    "roles", "four_eyes", "remind_after", "escalate_after", "escalate_to", "quorum", "veto", "reassign",
+)
 
 
 class Answerer(Protocol):
@@ -76,6 +83,12 @@ class Rule:
     """Seconds after its mint an open interrupt is escalated (once); None: never."""
     escalate_to: frozenset[str] = frozenset()
     """The roles that may answer too once the interrupt is escalated."""
+    quorum: int | None = None
+    """N >= 2: each answer is a vote, and N distinct approvers resume it; None: one answer."""
+    veto: bool = True
+    """Under a quorum, a ``reject`` vote ends the interrupt at once."""
+    reassign: frozenset[str] = frozenset()
+    """The roles that may assign an interrupt already assigned."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +182,23 @@ class Policy:
             escalate_to=tuple(sorted({role for r in escalations for role in r.escalate_to})),
         )
 
+    def quorum_for(self, name: str | None) -> tuple[int, bool, bool] | None:
+        """``(needed, veto, four_eyes)`` when an interrupt of ``name`` is decided by votes:
+        the largest quorum of the entries that apply (a veto and four-eyes when any asks
+        it); None: one answer decides."""
+        rules = [rule for _, rule in self.rules_for(name) if rule.quorum is not None]
+        if not rules:
+            return None
+        return (
+            max(r.quorum for r in rules if r.quorum is not None),
+            any(r.veto for r in rules),
+            any(r.four_eyes for _, r in self.rules_for(name)),
+        )
+
+    def reassign_roles(self, name: str | None) -> frozenset[str]:
+        """The roles that may assign an already assigned interrupt of ``name``."""
+        return frozenset(role for _, rule in self.rules_for(name) for role in rule.reassign)
+
     def escalates(self, name: str | None) -> bool:
         """Could an escalation let more roles answer an interrupt of ``name``?"""
         return any(rule.escalate_to for _, rule in self.rules_for(name))
@@ -252,12 +282,24 @@ def _rule(entry: Any, where: str) -> Rule:
         raise InvalidInputError(
             where, "'escalate_after' and 'escalate_to' go together: when to escalate, and to whom"
         )
+    quorum = entry.get("quorum")
+    if quorum is not None and (isinstance(quorum, bool) or not isinstance(quorum, int) or quorum < 2):
+        raise InvalidInputError(where, "'quorum' must be a whole number of approvers, 2 or more")
+    veto = entry.get("veto", True)
+    if not isinstance(veto, bool):
+        raise InvalidInputError(where, "'veto' must be true or false")
+    reassign = entry.get("reassign")
+    if reassign is not None and not _roles(reassign):
+        raise InvalidInputError(where, "'reassign' must be a list of role names")
     return Rule(
         None if roles is None else frozenset(roles),
         four_eyes,
         remind_after,
         escalate_after,
         frozenset(escalate_to or ()),
+        quorum,
+        veto,
+        frozenset(reassign or ()),
     )
 
 

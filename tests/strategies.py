@@ -24,6 +24,7 @@ from hypothesis.strategies import SearchStrategy
 from symfonic_store import InterruptStore
 from symfonic_store.event_types import EventType, all_types, registered
 from symfonic_store.events import (
+    ASSIGNED,
     ESCALATED,
     EXPIRED,
     MINTED,
@@ -31,6 +32,7 @@ from symfonic_store.events import (
     RESUME_REJECTED,
     RESUMED,
     ROUTE_DECIDED,
+    VOTED,
 )
 from symfonic_store.store.append import ThreadWriter, flush, run_write
 
@@ -76,6 +78,17 @@ CHASE = st.tuples(
     st.booleans(),
 )
 
+# Assignment and votes (SPEC §15): of the pending interrupt, an ended one or an unknown one;
+# a principal's second vote is refused, nothing written.
+ASSIGN = st.tuples(
+    st.just("assign"), thread_index, st.sampled_from(["pending", "pending", "last", "unknown"]),
+    st.sampled_from(["bob", "role:finance"]),
+)
+VOTE = st.tuples(
+    st.just("vote"), thread_index, st.sampled_from(["pending", "pending", "last", "unknown"]),
+    ACTORS, st.sampled_from(["approve", "reject"]),
+)
+
 BY_TYPE: dict[str, tuple[SearchStrategy[Op], int]] = {
     # Mints and resumes come up more often than the rest: they make the interesting states.
     MINTED: (MINT, 2),
@@ -85,6 +98,8 @@ BY_TYPE: dict[str, tuple[SearchStrategy[Op], int]] = {
     EXPIRED: (EXPIRE, 1),
     REMINDED: (CHASE, 1),
     ESCALATED: (CHASE, 1),
+    ASSIGNED: (ASSIGN, 1),
+    VOTED: (VOTE, 1),
 }
 """Event type -> (the strategy of an operation that appends it, its weight)."""
 OTHERS: dict[str, tuple[SearchStrategy[Op], int]] = {"sweep": (SWEEP, 1)}

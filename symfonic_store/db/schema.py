@@ -9,6 +9,8 @@ suite proves there is no drift). The database keeps the promises:
 - ``uq_symfonic_events_one_ending``: one terminal event per (thread, interrupt) (I3);
 - ``uq_symfonic_events_one_reminder`` and ``uq_symfonic_events_one_escalation``: the
   sweep reminds of and escalates an interrupt at most once each (SPEC §14);
+- ``uq_symfonic_events_one_vote``: one ``interrupt.voted`` per (thread, interrupt, actor)
+  (SPEC §15);
 - triggers refuse ``UPDATE``, ``DELETE`` (and on PostgreSQL ``TRUNCATE``) (I1);
 - the primary key of ``symfonic_wakeups``: at most one owed wake-up per interrupt;
 - ``symfonic_checkpoints.seq``: two checkpoints never both follow the same one (a fork);
@@ -173,6 +175,17 @@ events = sa.Table(
         unique=True,
         sqlite_where=sa.text("type = 'interrupt.escalated'"),
         postgresql_where=sa.text("type = 'interrupt.escalated'"),
+    ),
+    # One vote per principal on an interrupt (SPEC §15, since 0020_one_vote): racing votes
+    # of one principal count once.
+    sa.Index(
+        "uq_symfonic_events_one_vote",
+        "thread_id",
+        "interrupt_id",
+        "actor",
+        unique=True,
+        sqlite_where=sa.text("type = 'interrupt.voted'"),
+        postgresql_where=sa.text("type = 'interrupt.voted'"),
     ),
     # The refused answers, in the order audit() reads them (since 0018_audit_refusals):
     # without it that read scans every event; no other event's append touches it.

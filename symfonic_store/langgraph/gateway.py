@@ -223,10 +223,11 @@ class InterruptGateway:
         actor: str,
         config: Mapping[str, Any] | None,
         authenticated_by: str | None = None,
+        approvers: tuple[str, ...] = (),
     ) -> _Plan:
         cfg = self._tag(_config(thread_id, actor, config))
         cfg["configurable"][ANSWER_ID_KEY] = answer_id(thread_id, interrupt_id)
-        who = {"actor": actor, "authenticated_by": authenticated_by}
+        who = {"actor": actor, "authenticated_by": authenticated_by, "approvers": approvers}
         snapshot = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
         waiting = waiting_on(snapshot)
         marker = _marker_interrupt(waiting, interrupt_id)
@@ -423,6 +424,7 @@ class InterruptGateway:
         actor: str,
         config: Mapping[str, Any] | None = None,
         authenticated_by: str | None = None,
+        approvers: tuple[str, ...] = (),
     ) -> Any:
         """Admit ``value`` for the interrupt exactly once, resume the graph, return its result.
 
@@ -431,7 +433,8 @@ class InterruptGateway:
         thread are each answerable; a breakpoint continues (``invoke(None)``) only on
         ``{"approved": true}``; the seed marker's interrupt goes through
         ``store.resume`` (N2). ``actor`` is recorded as given: the caller vouches for it
-        (``authenticated_by``: how a service established it, e.g. ``service:jwt``).
+        (``authenticated_by``: how a service established it, e.g. ``service:jwt``;
+        ``approvers``: the principals whose votes completed a quorum, SPEC §15).
 
         Raises:
             UnknownInterruptError, InterruptAlreadyResolvedError, InterruptExpiredError,
@@ -448,7 +451,7 @@ class InterruptGateway:
         """
         t, i, a = answer_ids(thread_id, interrupt_id, actor)
         with span(ANSWER_SPAN, **{"symfonic.thread_id": t, "symfonic.interrupt_id": i, "symfonic.graph": self.name}):
-            return self._drive(self._answer(t, i, value, a, config, authenticated_by))
+            return self._drive(self._answer(t, i, value, a, config, authenticated_by, tuple(approvers)))
 
     # Deliberately repeated: answer()'s public signature; both share _answer.
     async def aanswer(
@@ -460,11 +463,12 @@ class InterruptGateway:
         actor: str,
         config: Mapping[str, Any] | None = None,
         authenticated_by: str | None = None,
+        approvers: tuple[str, ...] = (),
     ) -> Any:
         """As :meth:`answer`, through the graph's async API (``ainvoke``, ``aget_state``)."""
         t, i, a = answer_ids(thread_id, interrupt_id, actor)
         with span(ANSWER_SPAN, **{"symfonic.thread_id": t, "symfonic.interrupt_id": i, "symfonic.graph": self.name}):
-            return await self._adrive(self._answer(t, i, value, a, config, authenticated_by))
+            return await self._adrive(self._answer(t, i, value, a, config, authenticated_by, tuple(approvers)))
 
     # --- expiry ----------------------------------------------------------------------
 

@@ -115,9 +115,31 @@ async def interrupt_route(request: Request) -> Response:
         if request.method != "POST":
             raise Problem(405, "answer with POST", headers={"Allow": "POST"})
         return await _answer(request, ids[0], ids[1])
+    if len(ids) == 3 and ids[2] == "assign":
+        if request.method != "POST":
+            raise Problem(405, "assign with POST", headers={"Allow": "POST"})
+        return await _assign(request, ids[0], ids[1])
     if len(ids) == 2:
         raise Problem(405, "an interrupt is read with GET", headers={"Allow": "GET"})
-    raise Problem(404, "not found: /api/interrupts/{thread_id}/{interrupt_id}[/answer]")
+    raise Problem(404, "not found: /api/interrupts/{thread_id}/{interrupt_id}[/answer|/assign]")
+
+
+async def _assign(request: Request, thread_id: str, interrupt_id: str) -> Response:
+    """``POST .../assign {"to": "bob" | "role:finance"}`` (SPEC §15)."""
+    svc = service(request)
+    who = require(request, session=False)
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media != "application/json":
+        raise Problem(415, "send the assignment as Content-Type: application/json")
+    try:
+        raw = await read_body(request, svc.body_limit)
+    except BodyTooLarge as exc:
+        raise Problem(413, f"{exc}: the store's payload limit") from None
+    body = parse_json(raw)
+    if not isinstance(body, dict) or set(body) != {"to"}:
+        raise Problem(400, 'the body must be {"to": "<principal>"} or {"to": "role:<name>"}')
+    result = await svc.lanes.write(svc.approvals.assign, who, thread_id, interrupt_id, body["to"])
+    return JSONResponse(result.body, status_code=result.status)
 
 
 async def _show(request: Request, thread_id: str, interrupt_id: str) -> Response:

@@ -15,6 +15,11 @@ writes nothing unless it says so:
 5. the store's own rules: ``store.resume`` for a seed marker, the gateway's two-phase
    claim for a LangGraph interrupt (409 resolved or in progress, 410 expired, 403 the
    store's ``approvers=``, 422 the graph did not take it) -- each recorded by the store.
+
+Between 4 and 5 (SPEC §15): an assigned interrupt admits only its assignee, or a holder
+of its role (else 403, recorded); under a policy ``quorum`` the answer is a vote
+(``interrupt.voted``, a second one 409 ``already voted``), and only the vote that
+completes the quorum -- or a ``reject`` with ``veto`` -- goes on to 5, with the approvers.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import native
 from ..agent_server_client import AgentServerError
-from ..decisions import reported
+from ..decisions import builtin, reported
 from ..errors import (
     AnswerNotTakenError,
     ConstraintViolationError,
@@ -48,9 +53,11 @@ from ..errors import (
     SymfonicStoreError,
     UnknownInterruptError,
 )
-from ..events import ENDINGS, ESCALATED, EXPIRED, MINTED, RESUMED, StoredEvent
+from ..events import ASSIGNED, ENDINGS, ESCALATED, EXPIRED, MINTED, RESUMED, VOTED, StoredEvent
 from ..policy import Policy
 from ..projection import is_native_mint
+from ..store import rules as rule
+from ..store.vote_ops import AlreadyVotedError
 from .principal import Principal
 
 if TYPE_CHECKING:
@@ -134,6 +141,11 @@ def _number(value: Any) -> float | None:
 
 def _roles(value: Any) -> list[str]:
     return [str(r) for r in value] if isinstance(value, list) else []
+
+
+def _assignee(data: Mapping[str, Any]) -> str:
+    """An assignment as the API says it: the principal, or ``role:<name>``."""
+    return f"role:{data.get('to')}" if data.get("kind") == "role" else str(data.get("to"))
 
 
 def _iso(moment: float | None) -> str | None:
@@ -324,6 +336,16 @@ class Approvals:
         )
         ending = next((e for e in events if e.type in ENDINGS), None)
         escalation = next((e for e in events if e.type == ESCALATED), None)
+        assigned = [e for e in events if e.type == ASSIGNED]
+        quorum = None if self.policy is None else self.policy.quorum_for(data.get("name"))
+        view.update(
+            assigned_to=None if not assigned else _assignee(assigned[-1].data),
+            votes=[
+                {"actor": e.actor, "decision": e.data.get("decision"), "at": e.occurred_at.isoformat()}
+                for e in events if e.type == VOTED
+            ],
+            needed=None if quorum is None else quorum[0],
+        )
         view.update(
             status="pending" if ending is None else ("resumed" if ending.type == RESUMED else "expired"),
             requested_by=mint.actor,
@@ -456,6 +478,12 @@ class Approvals:
         if why is not None and self.escalated(thread_id, interrupt_id, record.get("name")):
             # Read only on a refusal: an escalation can only widen who may answer.
             why = self.refusal(principal, record.get("name"), record.get("actor"), escalated=True)
+        if why is None:
+            try:
+                assignment = self.store.assignment(thread_id, interrupt_id)
+            except SymfonicStoreError as exc:
+                return _failed(exc)
+            why = rule.assignee_refusal(assignment, principal.name, principal.roles)
         if why is not None:
             try:
                 self.store.record_refusal(
@@ -464,11 +492,19 @@ class Approvals:
             except SymfonicStoreError as exc:
                 return _failed(exc)
             return _error(403, f"not allowed: {why}; the refusal has been recorded")
+        approvers: tuple[str, ...] = ()
+        quorum = None if self.policy is None else self.policy.quorum_for(record.get("name"))
+        if quorum is not None:
+            voted = self._vote(principal, thread_id, interrupt_id, response, record.get("actor"), quorum)
+            if isinstance(voted, Result):
+                return voted
+            approvers = voted
         try:
             by = principal.authenticated_by
             if gate is not None:
                 gate.answer(
-                    thread_id, interrupt_id, response, actor=principal.name, authenticated_by=by
+                    thread_id, interrupt_id, response, actor=principal.name, authenticated_by=by,
+                    approvers=approvers,
                 )
                 waiting = [
                     {"interrupt_id": o["interrupt_id"], "name": o["name"]}
@@ -476,13 +512,16 @@ class Approvals:
                 ]
                 return Result(200, {
                     "outcome": "resumed", "actor": principal.name,
+                    **({"approvers": list(approvers)} if approvers else {}),
                     **self._decided(thread_id, interrupt_id), "waiting": waiting,
                 })
             command = self.store.resume(
-                thread_id, interrupt_id, response, actor=principal.name, authenticated_by=by
+                thread_id, interrupt_id, response, actor=principal.name, authenticated_by=by,
+                approvers=approvers,
             )
             return Result(200, {
                 "outcome": "resumed", "actor": principal.name,
+                **({"approvers": list(approvers)} if approvers else {}),
                 **self._decided(thread_id, interrupt_id), "resume": command.resume,
             })
         except InterruptOutcomeUnknownError as exc:
@@ -522,3 +561,84 @@ class Approvals:
             # outcome_unknown on a 503: the graph may have acted; the interrupt stays
             # claimed, so a resend is refused as in progress, and the body says so.
             return _failed(exc, outcome_unknown=True)
+
+    # --- assignment and quorum (SPEC §15) --------------------------------------------
+
+    def _vote(
+        self,
+        principal: Principal,
+        thread_id: str,
+        interrupt_id: str,
+        response: Any,
+        requester: str | None,
+        quorum: tuple[int, bool, bool],
+    ) -> Result | tuple[str, ...]:
+        """Record ``principal``'s vote: a :class:`Result` when it does not resume the
+        interrupt (voted, refused), else the approvers to resume it with (empty for a veto)."""
+        needed, veto, four_eyes = quorum
+        words = builtin(None, response)
+        decision = words[0] if len(words) == 1 else None
+        if decision not in (*rule.APPROVING, rule.VETOING):
+            return _error(
+                422,
+                f"this interrupt is decided by a quorum of {needed}: a vote must approve, accept "
+                f"or reject (this answer's decision: {decision!r}); nothing was written",
+            )
+        try:
+            votes = self.store.vote(thread_id, interrupt_id, str(decision), response, actor=principal.name)
+        except AlreadyVotedError:
+            return _error(409, "already voted")
+        except InterruptAlreadyResolvedError as exc:
+            return _error(409, str(exc), in_progress=False)
+        except InterruptExpiredError as exc:
+            return _error(410, str(exc), reason=exc.reason)
+        except SymfonicStoreError as exc:
+            return _failed(exc)
+        count = rule.tally(votes, needed, requester=requester, four_eyes=four_eyes, veto=veto)
+        if count.vetoed_by is not None:
+            return ()
+        if not count.complete:
+            return Result(200, {"outcome": "voted", "votes": len(count.approvers), "needed": needed})
+        return count.approvers
+
+    def assigned_refusal(self, principal: Principal, assigned_to: str | None) -> str | None:
+        """Why ``principal`` may not answer an interrupt assigned as the API shows it
+        (``assigned_to``: a principal or ``role:<name>``); None when it may."""
+        if assigned_to is None:
+            return None
+        role = assigned_to.startswith("role:")
+        found = {"to": assigned_to[5:] if role else assigned_to, "kind": "role" if role else "principal"}
+        return rule.assignee_refusal(found, principal.name, principal.roles)
+
+    def assign(self, principal: Principal, thread_id: str, interrupt_id: str, to: Any) -> Result:
+        """Assign an interrupt to a principal or ``role:<name>`` (SPEC §15): only a
+        principal allowed to answer it; an assigned one only with a ``reassign`` role."""
+        if not isinstance(to, str) or not to.strip() or to == "role:":
+            return _error(400, '"to" must be a principal or "role:<name>"')
+        kind, target = ("role", to[len("role:"):]) if to.startswith("role:") else ("principal", to)
+        where = f"interrupt {interrupt_id!r} on thread {thread_id!r}"
+        try:
+            record = self.store.interrupt_record(thread_id, interrupt_id)
+        except InvalidInputError:
+            record = None
+        if record is None:
+            return _error(404, f"{where} is unknown: nothing was minted with that id; nothing was written")
+        try:
+            assignment = self.store.assignment(thread_id, interrupt_id)
+            why = self.refusal(principal, record.get("name"), record.get("actor"))
+            if why is None:
+                reassign = frozenset() if self.policy is None else self.policy.reassign_roles(record.get("name"))
+                why = rule.reassign_refusal(assignment, principal.name, principal.roles, reassign)
+            if why is not None:
+                self.store.record_refusal(
+                    thread_id, interrupt_id, {"assign": to}, actor=principal.name, error=why
+                )
+                return _error(403, f"not allowed: {why}; the refusal has been recorded")
+            self.store.assign(thread_id, interrupt_id, to=target, kind=kind, actor=principal.name)
+        except InterruptAlreadyResolvedError as exc:
+            return _error(409, str(exc))
+        except InterruptExpiredError as exc:
+            return _error(410, str(exc), reason=exc.reason)
+        except SymfonicStoreError as exc:
+            return _failed(exc)
+        return Result(200, {"assigned_to": to})

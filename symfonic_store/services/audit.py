@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection
 
 from .. import native
 from ..db.statements.audit import audit_rows, utc
+from ..db.statements.votes import quorum_approvers
 from ..decisions import builtin, reported
 from ..events import RESUMED
 
@@ -82,7 +83,8 @@ class AuditRecord:
     tenant: str | None = None
     """The tenant the interrupt was minted for (SPEC §15); None: minted without one."""
     approvers: tuple[str, ...] = ()
-    """Under a quorum (SPEC §15): every principal whose vote resumed it; else empty."""
+    """The principals whose votes completed a quorum (SPEC §15), in the order they
+    voted; empty for any other answer."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: datetimes as ISO 8601 UTC."""
@@ -286,6 +288,7 @@ def audit(
         )
     # Every value comes from the audit columns (symfonic_store/audit_columns.py), written
     # at append time: no mint's or ending's JSON data is decoded here.
+    quorums = quorum_approvers(conn, thread_id)
     records: list[AuditRecord] = []
     append = records.append
     for row in rows:
@@ -326,7 +329,7 @@ def audit(
                     append(AuditRecord(
                         t_id, i_id, name, decoded, minted_at, outcome, reason, end_actor,
                         response, end_at, [] if tried is None else tried, word, action, index,
-                        requested_by, source, authenticated_by, tenant,
+                        requested_by, source, authenticated_by, tenant, quorums.get((t_id, i_id), ()),
                     ))
                 continue
         lazy = _Stored(row)  # the payload; an ending's time, an answer's response and decision
@@ -334,7 +337,7 @@ def audit(
         record = _Unfrozen(
             t_id, i_id, name, lazy, minted_at, outcome, reason, end_actor, answer,
             None if end_text is None else lazy, [] if tried is None else tried, answer,
-            None, None, requested_by, answer, authenticated_by, tenant, (),
+            None, None, requested_by, answer, authenticated_by, tenant, quorums.get((t_id, i_id), ()),
         )
         record.__class__ = AuditRecord
         if decision is not None and record.decision != decision:

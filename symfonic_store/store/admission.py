@@ -196,6 +196,7 @@ def claim(
     response: Any,
     actor: str,
     authenticated_by: str | None = None,
+    approvers: tuple[str, ...] = (),
 ) -> dict[str, Any] | Refusal:
     """An answer's first phase: refuse it (recorded), or claim the interrupt for it.
 
@@ -277,6 +278,8 @@ def claim(
         if row["breakpoint"]
         else decide(rules.decisions, row["name"], row["payload"], response)
     )
+    if approvers and isinstance(decided, dict):
+        decided = {**decided, "approvers": list(approvers)}  # a quorum's (SPEC §15), held with it
     insert_claim(
         conn,
         {

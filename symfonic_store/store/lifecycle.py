@@ -254,6 +254,7 @@ def resume(
     from_node: bool = False,
     response_json: str | None = None,
     authenticated_by: str | None = None,
+    approvers: tuple[str, ...] = (),
 ) -> dict[str, Any] | Refusal:
     """Admit an answer exactly once, or record why not (I10). Returns the admitted response.
 
@@ -269,7 +270,7 @@ def resume(
     where = answer.where
     if w.state.pending_interrupt_id == interrupt_id:
         # The projection says it is minted and has no ending (I6): no need to look.
-        return _admit_pending(answer, rules, authenticated_by)
+        return _admit_pending(answer, rules, authenticated_by, approvers)
     minted, ending = rule.mint_and_ending(interrupt_events(conn, thread_id, interrupt_id))
     if rule.unknown(minted) is not None:
         if not w.existed:
@@ -343,7 +344,7 @@ def node_resume_settled(
 
 
 def _admit_pending(
-    answer: Answer, rules: Rules, authenticated_by: str | None = None
+    answer: Answer, rules: Rules, authenticated_by: str | None = None, approvers: tuple[str, ...] = ()
 ) -> dict[str, Any] | Refusal:
     """Admit an answer to a minted interrupt without an ending, unless stale or refused.
 
@@ -370,6 +371,8 @@ def _admit_pending(
     }
     if authenticated_by is not None:
         data["authenticated_by"] = authenticated_by
+    if approvers:
+        data["approvers"] = list(approvers)  # a quorum's (SPEC §15)
     w.append(
         RESUMED,
         interrupt_id=answer.interrupt_id,

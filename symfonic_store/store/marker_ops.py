@@ -153,6 +153,7 @@ class MarkerOps(Settings):
         *,
         actor: str,
         authenticated_by: str | None = None,
+        approvers: tuple[str, ...] | list[str] = (),
     ) -> Plan[Command[Any]]:
         """Admit a person's answer exactly once; returns the ``Command`` to resume the graph.
 
@@ -160,7 +161,8 @@ class MarkerOps(Settings):
         call returns the same command without a new event. ``actor`` is recorded as
         given: the caller vouches for it (the HTTP service passes the authenticated one,
         and says how it authenticated it in ``authenticated_by``, e.g. ``service:jwt``).
-        The answer's decision is recorded with it (SPEC §12).
+        The answer's decision is recorded with it (SPEC §12); ``approvers``, the
+        principals whose votes completed a quorum (SPEC §15), as ``data["approvers"]``.
 
         Raises:
             UnknownInterruptError: nothing with that id was minted on the thread.
@@ -174,6 +176,7 @@ class MarkerOps(Settings):
         """
         t, i, a = validation.answer_ids(thread_id, interrupt_id, actor)
         by = validation.authenticated_by(authenticated_by)
+        quorum = tuple(validation.required_id(p, "approvers") for p in approvers)
         r, r_json = validation.json_encoded(
             response_dict(response), "response", max_bytes=self.max_payload_bytes
         )
@@ -190,6 +193,7 @@ class MarkerOps(Settings):
                     actor=a,
                     response_json=r_json,
                     authenticated_by=by,
+                    approvers=quorum,
                 ),
                 write=True,
                 thread=t,

@@ -76,11 +76,13 @@ class NativeOps(Settings):
         *,
         actor: str,
         authenticated_by: str | None = None,
+        approvers: tuple[str, ...] | list[str] = (),
     ) -> Plan[dict[str, Any]]:
         """An answer's first phase: claim a LangGraph interrupt for ``response`` (SPEC §8).
 
         Returns the open interrupt. The claim commits before the graph runs; settle it
-        with :meth:`confirm` or :meth:`release`. ``actor`` is recorded as given.
+        with :meth:`confirm` or :meth:`release`. ``actor`` is recorded as given;
+        ``approvers``, a quorum's (SPEC §15), as the answer's ``data["approvers"]``.
 
         Raises:
             UnknownInterruptError, InterruptAlreadyResolvedError, InterruptExpiredError,
@@ -94,6 +96,7 @@ class NativeOps(Settings):
         """
         t, i, a = validation.answer_ids(thread_id, interrupt_id, actor)
         by = validation.authenticated_by(authenticated_by)
+        quorum = tuple(validation.required_id(p, "approvers") for p in approvers)
         r = validation.json_value(response, "response", max_bytes=self.max_payload_bytes)
         # A plan step, alike the marker path's in shape only (another rule, its own keywords):
         # deliberately spelled out.
@@ -106,6 +109,7 @@ class NativeOps(Settings):
                 response=r,
                 actor=a,
                 authenticated_by=by,
+                approvers=quorum,
             ),
             write=True,
         )

@@ -10,6 +10,7 @@ module each, and composed here into :class:`Operations`:
 - :mod:`.sweep_ops`: the sweep, the wake-ups it owes, the projection's rebuild;
 - :mod:`.read_ops`: state, pending lists, history, the event stream, audit, verify;
 - :mod:`.evidence_ops`: signed checkpoints, chains and archives;
+- :mod:`.vote_ops`: assignment and quorum votes;
 
 all on :class:`~.settings.Settings` (the TTL, the payload limit, the rules). The two
 stores drive the same plans through one runner (:mod:`.runner`), and
@@ -29,12 +30,13 @@ from .native_ops import NativeOps
 from .plan import Plan
 from .read_ops import ReadOps
 from .sweep_ops import SweepOps
+from .vote_ops import VoteOps
 
 T = TypeVar("T")
 P = ParamSpec("P")
 
 
-class Operations(MarkerOps, NativeOps, SweepOps, ReadOps, EvidenceOps):
+class Operations(MarkerOps, NativeOps, SweepOps, ReadOps, EvidenceOps, VoteOps):
     """The store's settings and every public operation, as plans (see the module doc).
 
     Raises (every method): :class:`~symfonic_store.InvalidInputError` for a bad argument,

@@ -27,7 +27,7 @@ Pure functions over what the caller has read; no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -151,3 +151,73 @@ def held(claim: Mapping[str, Any] | None, *, outcome_unknown: bool) -> Refused |
     if claim is None:
         return None
     return Refused(OUTCOME_UNKNOWN if outcome_unknown else IN_PROGRESS)
+
+
+# --- assignment and quorum (SPEC §15): what the service's answer path decides -----------
+
+APPROVING: Final = ("approve", "accept")
+"""The decisions whose votes count toward a quorum."""
+VETOING: Final = "reject"
+
+
+def voted_before(votes: Sequence[Mapping[str, Any]], actor: str) -> bool:
+    """Has ``actor`` voted already (one vote per principal)?"""
+    return any(v.get("actor") == actor for v in votes)
+
+
+def assignee_refusal(
+    assignment: Mapping[str, Any] | None, name: str, roles: frozenset[str]
+) -> str | None:
+    """Why a principal (``name``, ``roles``) may not answer an assigned interrupt; None
+    when it is not assigned or the principal is its assignee (or holds its role)."""
+    if assignment is None:
+        return None
+    to, kind = str(assignment.get("to")), assignment.get("kind")
+    if kind == "role":
+        return None if to in roles else f"the interrupt is assigned to the role {to!r}, which {name!r} does not hold"
+    return None if to == name else f"the interrupt is assigned to {to!r}, not to {name!r}"
+
+
+def reassign_refusal(
+    assignment: Mapping[str, Any] | None, name: str, roles: frozenset[str], reassign: frozenset[str]
+) -> str | None:
+    """Why a principal may not assign an interrupt already assigned: it needs one of the
+    policy's ``reassign`` roles; None when it may (or nothing was assigned yet)."""
+    if assignment is None or roles & reassign:
+        return None
+    needed = ", ".join(sorted(reassign)) or "none listed"
+    return (
+        f"the interrupt is already assigned to {assignment.get('to')!r}; assigning it again "
+        f"needs one of the policy's reassign roles ({needed}), and {name!r} holds none"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """A quorum's count after a vote."""
+
+    approvers: tuple[str, ...]
+    """The distinct principals whose approving votes count, in the order they voted."""
+    needed: int
+    vetoed_by: str | None = None
+    """The principal whose ``reject`` ended the interrupt (with ``veto``)."""
+
+    @property
+    def complete(self) -> bool:
+        return len(self.approvers) >= self.needed
+
+
+def tally(
+    votes: Sequence[Mapping[str, Any]], needed: int, *, requester: str | None, four_eyes: bool, veto: bool
+) -> Tally:
+    """Count ``votes`` toward a quorum of ``needed``: approving votes of distinct
+    principals, the requester's excluded under ``four_eyes``; the latest vote's
+    ``reject`` vetoes when ``veto``."""
+    approvers: list[str] = []
+    for v in votes:
+        who = str(v.get("actor"))
+        if v.get("decision") in APPROVING and who not in approvers and not (four_eyes and who == requester):
+            approvers.append(who)
+    last = votes[-1] if votes else None
+    vetoed = str(last.get("actor")) if veto and last is not None and last.get("decision") == VETOING else None
+    return Tally(tuple(approvers[-needed:]) if len(approvers) >= needed else tuple(approvers), needed, vetoed)

@@ -103,6 +103,7 @@ def test_the_registry_declares_the_built_in_types_once() -> None:
     assert tuple(t.name for t in registry.all_types()) == EVENT_TYPES == (
         "interrupt.minted", "route.decided", "interrupt.resumed", "interrupt.expired",
         "interrupt.resume_rejected", "interrupt.reminded", "interrupt.escalated",
+        "interrupt.assigned", "interrupt.voted",
     )
     assert ENDINGS == (RESUMED, EXPIRED)
     assert registry.run_id_types() == (MINTED, "route.decided")

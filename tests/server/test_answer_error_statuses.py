@@ -43,6 +43,9 @@ class FailingStore:
     def history(self, thread_id: str) -> list[Any]:
         return []
 
+    def assignment(self, thread_id: str, interrupt_id: str) -> None:
+        return None  # not assigned (SPEC §15)
+
 
 def answer(error: SymfonicStoreError, *, refused: bool) -> tuple[int, dict[str, Any]]:
     """Answer through Approvals; ``refused``: the policy refuses, so the write is the refusal's."""

@@ -82,6 +82,7 @@ def test_a_rejection_over_http_says_reject_and_is_found_by_the_decision_filter(s
     rows = list(csv.reader(io.StringIO(sheet.text)))
     assert rows[0] == list(AUDIT_FIELDS) and rows[0][-5:-2] == ["requested_by", "decision_source", "authenticated_by"]
     assert rows[1][-5:-2] == ["agent", "recorded", "service:tokens"]
+    assert rows[1][-1] == "[]"  # approvers: none
 
 
 def test_serve_asks_the_decisions_function_and_its_failure_is_400_with_nothing_written(site: Site) -> None:

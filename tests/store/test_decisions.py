@@ -324,7 +324,7 @@ def test_the_cli_filters_by_decision_and_shows_it_beside_the_outcome(store: Inte
     sheet = run_cli("audit", "--format", "csv", db=migrated_url)
     rows = list(csv.reader(io.StringIO(sheet.stdout)))
     assert rows[0] == list(AUDIT_FIELDS)
-    assert rows[0][-5:-2] == ["requested_by", "decision_source", "authenticated_by"]
+    assert rows[0][-5:] == ["requested_by", "decision_source", "authenticated_by", "tenant", "approvers"]
     assert rows[0][:14] == ["thread_id", "interrupt_id", "name", "payload", "minted_at", "outcome", "reason",
                             "actor", "response", "resolved_at", "attempts", "decision", "action", "action_index"]
 

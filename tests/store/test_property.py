@@ -24,11 +24,13 @@ from langgraph.types import Command
 from strategies import STORE_TTL, THREADS, append_event, missing, steps, throwaway_type
 
 from symfonic_store import (
+    ASSIGNED,
     ESCALATED,
     EXPIRED,
     INTERRUPT_ACK_SENTINEL,
     REMINDED,
     RESUMED,
+    VOTED,
     InterruptAlreadyResolvedError,
     InterruptExpiredError,
     InterruptStore,
@@ -39,6 +41,7 @@ from symfonic_store import (
 from symfonic_store.event_types import EventType, spec_of
 from symfonic_store.projection import fold
 from symfonic_store.protocol import stale_reason, ttl_passed
+from symfonic_store.store.vote_ops import AlreadyVotedError
 
 START = "2030-01-01 00:00:00"
 
@@ -56,6 +59,8 @@ class RefThread:
     """What the pending interrupt's age counts from (its numeric minted_at, else its mint's time)."""
     chased: dict[str, list[str]] = field(default_factory=dict)
     """interrupt id -> the reminder and escalation types recorded for it, in order"""
+    handed: dict[str, list[tuple[str, Any, Any]]] = field(default_factory=dict)
+    """interrupt id -> its assignments and votes, in order: ("assigned", to, kind) or ("voted", actor, decision)"""
 
     def state(self) -> dict[str, Any]:
         return {"_interrupt_pending": self.pending, "run_id": self.run_id}
@@ -212,6 +217,53 @@ class Example:
         if spec.run_id and run_id is not None:
             ref.run_id = run_id
 
+    def _refused(self, t: str, interrupt_id: str, answer: Exception | None) -> bool:
+        """An assignment or vote the model expects refused (nothing written): unknown, ended."""
+        ref = self.ref[t]
+        ending = ref.ended.get(interrupt_id)
+        if interrupt_id not in ref.minted:
+            assert isinstance(answer, UnknownInterruptError), answer
+        elif ending is not None and ending[0] == "resumed":
+            assert isinstance(answer, InterruptAlreadyResolvedError), answer
+        elif ending is not None:
+            assert isinstance(answer, InterruptExpiredError), answer
+        else:
+            return False
+        return True
+
+    def op_assign(self, k: int, which: str, to: str) -> None:
+        """SPEC §15: recorded on a minted interrupt with no ending, else refused."""
+        t = self._thread_for_answer(k)
+        interrupt_id = self._target(t, which)
+        kind, target = ("role", to[5:]) if to.startswith("role:") else ("principal", to)
+        try:
+            self.store.assign(t, interrupt_id, to=target, kind=kind, actor="lead")
+            answer: Exception | None = None
+        except (UnknownInterruptError, InterruptAlreadyResolvedError, InterruptExpiredError) as exc:
+            answer = exc
+        if not self._refused(t, interrupt_id, answer):
+            assert answer is None, answer
+            self.ref[t].handed.setdefault(interrupt_id, []).append(("assigned", target, kind))
+
+    def op_vote(self, k: int, which: str, actor: str, decision: str) -> None:
+        """SPEC §15: one vote per principal on a minted interrupt with no ending."""
+        t = self._thread_for_answer(k)
+        interrupt_id = self._target(t, which)
+        try:
+            votes: Any = self.store.vote(t, interrupt_id, decision, {"d": decision}, actor=actor)
+        except (UnknownInterruptError, InterruptAlreadyResolvedError, InterruptExpiredError,
+                AlreadyVotedError) as exc:
+            votes = exc
+        if self._refused(t, interrupt_id, votes):
+            return
+        handed = self.ref[t].handed.setdefault(interrupt_id, [])
+        before = [(a, d) for kind, a, d in handed if kind == "voted"]
+        if actor in [a for a, _ in before]:
+            assert isinstance(votes, AlreadyVotedError), votes
+            return
+        assert [(v["actor"], v["decision"]) for v in votes] == [*before, (actor, decision)]
+        handed.append(("voted", actor, decision))
+
     def op_sweep(self, ttl: float | None, dry_run: bool) -> None:
         report = self.store.sweep(ttl_seconds=ttl, dry_run=dry_run, batch_size=2)
 
@@ -301,6 +353,14 @@ class Example:
                 if e.type in (REMINDED, ESCALATED):
                     chased.setdefault(str(e.interrupt_id), []).append(e.type)
             assert chased == ref.chased
+            # SPEC §15: the assignments and votes the model expects, in order.
+            handed: dict[str, list[tuple[str, Any, Any]]] = {}
+            for e in history:
+                if e.type == ASSIGNED:
+                    handed.setdefault(str(e.interrupt_id), []).append(("assigned", e.data["to"], e.data["kind"]))
+                elif e.type == VOTED:
+                    handed.setdefault(str(e.interrupt_id), []).append(("voted", e.actor, e.data["decision"]))
+            assert handed == {i: h for i, h in ref.handed.items() if h}
         self.store.rebuild_projection()
         for t in self.threads:
             assert self.store.state(t) == self.ref[t].state()

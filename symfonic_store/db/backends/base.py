@@ -43,6 +43,7 @@ RACE_CONSTRAINTS = frozenset(
         "uq_symfonic_events_one_ending",  # two endings of one interrupt (I3)
         "uq_symfonic_events_one_reminder",  # two sweeps reminded of one interrupt (SPEC §14)
         "uq_symfonic_events_one_escalation",  # two sweeps escalated one interrupt (SPEC §14)
+        "uq_symfonic_events_one_vote",  # one principal's racing votes (SPEC §15)
         "symfonic_threads_pkey",  # two writers created the same thread's projection row
     }
 )

@@ -280,6 +280,8 @@ async def interrupt_page(request: Request) -> Response:
     ids = raw_ids(request, ("interrupts",))
     if len(ids) == 3 and ids[2] == "answer" and request.method == "POST":
         return await _answer(request, ids[0], ids[1])
+    if len(ids) == 3 and ids[2] == "assign" and request.method == "POST":
+        return await _assign(request, ids[0], ids[1])
     if len(ids) != 2 or request.method not in ("GET", "HEAD"):
         raise Problem(404, "not found")
     who = _need(request)
@@ -318,7 +320,7 @@ async def _show(
     if view["status"] == "pending":
         forbidden = svc.approvals.refusal(
             who, view.get("name"), view.get("requested_by"), escalated=view.get("escalated_to") is not None
-        )
+        ) or svc.approvals.assigned_refusal(who, view.get("assigned_to"))
     return render(
         request, "interrupt.html", who=who, status=status, title=view.get("name") or "Interrupt",
         iv=view, timeline=[describe(e) for e in view["events"]], error=error,
@@ -370,6 +372,21 @@ async def _answer(request: Request, thread_id: str, interrupt_id: str) -> Respon
                        error=str(result.body.get("error")),
                        draft=form.get("response") if kind == "answer" else None,
                        edited=edits.drafts(form) if kind == "edit" else None)
+
+
+async def _assign(request: Request, thread_id: str, interrupt_id: str) -> Response:
+    """The inbox's assignment form (SPEC §15): a principal or ``role:<name>``."""
+    svc = service(request)
+    who = _signed_in(request)
+    if who is None:
+        raise Problem(401, "sign in first")
+    form = await _form(request)
+    _csrf(request, form, who)
+    result = await svc.lanes.write(svc.approvals.assign, who, thread_id, interrupt_id, form.get("to", "").strip())
+    if result.status == 200:
+        return redirect(request, f"/interrupts/{segment(thread_id)}/{segment(interrupt_id)}")
+    return await _show(request, who, thread_id, interrupt_id, status=result.status,
+                       error=str(result.body.get("error")))
 
 
 def _record(svc: Service, thread_id: str, interrupt_id: str) -> dict[str, Any] | None:
