@@ -261,7 +261,7 @@ def test_records_built_by_hand_are_plain_values(kinds: InterruptStore) -> None:
            "recorded", None, "acme", ("bob",))
     record = AuditRecord(*row)
     assert (record.payload, record.response, record.decision) == ('{"a": 1}', "[1]", "approve")
-    assert dataclasses.astuple(record) == (*row, ())  # approvers: none (SPEC §15)
+    assert dataclasses.astuple(record) == row
 
 
 def _table(records: list[AuditRecord], capsys: pytest.CaptureFixture[str]) -> str:
