@@ -114,6 +114,18 @@ def canonical_json(value: Any) -> str:
     return _CANONICAL.encode(value)
 
 
+_string = json.encoder.encode_basestring  # the escaping canonical_json gives a str
+
+
+def _text(value: str | None) -> str:
+    """``canonical_json(value)`` of a text item of an event's head, or of None."""
+    if value is None:
+        return "null"
+    if type(value) is not str:
+        return canonical_json(value)
+    return _string(value)
+
+
 _STAND_IN = f"\x00symfonic-encoded-{uuid.uuid4().hex}\x00"
 _STAND_IN_JSON = canonical_json(_STAND_IN)
 
@@ -181,18 +193,26 @@ def seal(event: NewEvent, prev_hash: str, encoded: Mapping[str, str] | None = No
     """
     encoded = event.encoded = encoded or {}
     data_json = event.data_json = canonical_json_with(event.data, encoded)
-    head = canonical_json(
-        [
-            prev_hash,
-            event.thread_id,
-            event.version,
-            event.type,
-            event.interrupt_id,
-            event.run_id,
-            event.actor,
-        ]
-    )
-    body = f"{head[:-1]},{data_json},{canonical_json(event.occurred_at.isoformat())}]"
+    version = event.version
+    if type(version) is int:
+        # The head's items are text, None and one int: their canonical JSON is each one's
+        # own (the encoder's string escaping, ``null``, the digits), joined as it joins them.
+        head = ",".join(
+            (
+                _text(prev_hash), _text(event.thread_id), str(version), _text(event.type),
+                _text(event.interrupt_id), _text(event.run_id), _text(event.actor),
+            )
+        )
+        # An ISO 8601 time is digits and punctuation: nothing in it to escape.
+        body = f"[{head},{data_json},\"{event.occurred_at.isoformat()}\"]"
+    else:  # pragma: no cover - versions are ints; kept exact for anything else
+        head = canonical_json(
+            [
+                prev_hash, event.thread_id, version, event.type, event.interrupt_id,
+                event.run_id, event.actor,
+            ]
+        )
+        body = f"{head[:-1]},{data_json},{canonical_json(event.occurred_at.isoformat())}]"
     event.hash = hashlib.sha256(body.encode("utf-8")).hexdigest()
     return event
 
