@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from json.encoder import c_make_encoder  # type: ignore[attr-defined]
 from typing import Any, Final
 
 from .event_types import ESCALATED as ESCALATED
@@ -104,17 +106,43 @@ def _fields(event: StoredEvent | NewEvent) -> dict[str, Any]:
     }
 
 
+_string = json.encoder.encode_basestring  # the escaping canonical_json gives a str
 _CANONICAL = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
 )
 
 
+_ENCODERS = threading.local()
+
+
+def _c_encoder() -> Any:
+    """This thread's C encoder of ``_CANONICAL``'s settings, made once (``JSONEncoder``
+    makes one per call), and its circular-reference markers."""
+    markers: dict[int, Any] = {}
+    encoder = c_make_encoder(
+        markers, _CANONICAL.default, _string, None, ":", ",", True, False, False
+    )
+    _ENCODERS.made = made = (encoder, markers)
+    return made
+
+
 def canonical_json(value: Any) -> str:
     """Deterministic JSON: sorted keys, no spaces, no NaN/Infinity."""
-    return _CANONICAL.encode(value)
+    if c_make_encoder is None:  # pragma: no cover - CPython has the C encoder
+        return _CANONICAL.encode(value)
+    if type(value) is str:
+        return _string(value)
+    try:
+        encoder, markers = _ENCODERS.made
+    except AttributeError:
+        encoder, markers = _c_encoder()
+    try:
+        return "".join(encoder(value, 0))
+    except BaseException:
+        markers.clear()  # left behind by the failed pass: they would mean cycles later
+        raise
 
 
-_string = json.encoder.encode_basestring  # the escaping canonical_json gives a str
 
 
 def _text(value: str | None) -> str:

@@ -322,7 +322,8 @@ class CursorExecutor(Executor):
                     self._drop_cursors(conn)
                 raise
             return
-        fire_commit(conn)
+        if conn.dispatch.commit:  # (no listener: nothing to fire)
+            fire_commit(conn)
         dbapi = conn.connection.dbapi_connection
         try:
             self.dialect.do_commit(dbapi)  # type: ignore[arg-type]
@@ -337,7 +338,8 @@ class CursorExecutor(Executor):
             return
         if conn.invalidated:
             return  # the connection is gone: the server rolled the transaction back
-        fire_rollback(conn)
+        if conn.dispatch.rollback:
+            fire_rollback(conn)
         try:
             self.dialect.do_rollback(conn.connection.dbapi_connection)  # type: ignore[arg-type]
         except self._error:
