@@ -143,8 +143,6 @@ def canonical_json(value: Any) -> str:
         raise
 
 
-
-
 def _text(value: str | None) -> str:
     """``canonical_json(value)`` of a text item of an event's head, or of None."""
     if value is None:

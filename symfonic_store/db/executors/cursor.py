@@ -322,8 +322,7 @@ class CursorExecutor(Executor):
                     self._drop_cursors(conn)
                 raise
             return
-        if conn.dispatch.commit:  # (no listener: nothing to fire)
-            fire_commit(conn)
+        fire_commit(conn)
         dbapi = conn.connection.dbapi_connection
         try:
             self.dialect.do_commit(dbapi)  # type: ignore[arg-type]
@@ -338,8 +337,7 @@ class CursorExecutor(Executor):
             return
         if conn.invalidated:
             return  # the connection is gone: the server rolled the transaction back
-        if conn.dispatch.rollback:
-            fire_rollback(conn)
+        fire_rollback(conn)
         try:
             self.dialect.do_rollback(conn.connection.dbapi_connection)  # type: ignore[arg-type]
         except self._error:
