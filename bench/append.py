@@ -5,7 +5,9 @@ default) and ``NORMAL``:
 
 (a) raw ``sqlite3`` writing the same rows by hand into the store's own schema (same
     indexes, triggers and pragmas): per event one ``BEGIN IMMEDIATE``, the event row
-    (JSON data, SHA-256 hash chain), the projection row, ``COMMIT``;
+    (JSON data, SHA-256 hash chain, and the audit columns the store fills in: the
+    mint's name, payload, minted-at and native flag, the answer's response and
+    decisions), the projection row, ``COMMIT``;
 (b) the ``eventsourcing`` library saving equivalent events (an aggregate minted, then
     resumed), one per transaction.
 
@@ -88,7 +90,8 @@ def _hash(prev: str, row: tuple[Any, ...], data: dict[str, Any], at: datetime) -
 
 INSERT_EVENT = (
     "INSERT INTO symfonic_events (thread_id, version, type, interrupt_id, run_id, actor, "
-    "data, occurred_at, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "data, occurred_at, hash, audit_name, audit_payload, audit_minted_at, audit_native, "
+    "audit_response, audit_decisions) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 INSERT_THREAD = (
     "INSERT INTO symfonic_threads (thread_id, version, last_hash, run_id, pending, "
@@ -118,19 +121,29 @@ class Raw:
             at = datetime.now(UTC)
             key = (thread_id, 1, MINTED, iid, m["run_id"], None)
             h1 = _hash(GENESIS_HASH, key, m, at)
+            minted_at = datetime.fromtimestamp(m["minted_at"], UTC).replace(tzinfo=None)
+            audit = (m["name"], json.dumps(m["payload"]), minted_at.isoformat(" "), 0, None, None)
             conn.execute("BEGIN IMMEDIATE")
-            conn.execute(INSERT_EVENT, (*key, json.dumps(m), at.replace(tzinfo=None).isoformat(" "), h1))
+            conn.execute(
+                INSERT_EVENT,
+                (*key, json.dumps(m), at.replace(tzinfo=None).isoformat(" "), h1, *audit),
+            )
             conn.execute(
                 INSERT_THREAD,
                 (thread_id, 1, h1, m["run_id"], json.dumps(m), iid, m["run_id"], m["minted_at"], m["minted_at"]),
             )
             conn.execute("COMMIT")
             at = datetime.now(UTC)
-            data = {"response": RESPONSE}
+            decision = "approve" if RESPONSE.get("approved") else "reject"
+            data = {"response": RESPONSE, "decision": decision}
             key = (thread_id, 2, RESUMED, iid, None, "alice")
             h2 = _hash(h1, key, data, at)
+            audit = (None, None, None, None, json.dumps(RESPONSE), json.dumps([decision]))
             conn.execute("BEGIN IMMEDIATE")
-            conn.execute(INSERT_EVENT, (*key, json.dumps(data), at.replace(tzinfo=None).isoformat(" "), h2))
+            conn.execute(
+                INSERT_EVENT,
+                (*key, json.dumps(data), at.replace(tzinfo=None).isoformat(" "), h2, *audit),
+            )
             conn.execute(UPDATE_THREAD, (2, h2, thread_id))
             conn.execute("COMMIT")
 

@@ -116,13 +116,18 @@ def agent_server_request_user() -> Any:
 
 def fire_commit(conn: Connection) -> None:
     """Fire ``conn``'s ``commit`` event listeners, for a COMMIT the store sends on the
-    driver itself (SQLAlchemy's ``Connection.dispatch``, undocumented)."""
-    conn.dispatch.commit(conn)
+    driver itself (SQLAlchemy's ``Connection.dispatch``, undocumented); none listening
+    (the usual case), nothing to call."""
+    listeners = conn.dispatch.commit
+    if listeners:
+        listeners(conn)
 
 
 def fire_rollback(conn: Connection) -> None:
     """Fire ``conn``'s ``rollback`` event listeners, for a ROLLBACK sent on the driver."""
-    conn.dispatch.rollback(conn)
+    listeners = conn.dispatch.rollback
+    if listeners:
+        listeners(conn)
 
 
 def has_cursor_listeners(engine: Engine) -> bool:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from json.encoder import c_make_encoder  # type: ignore[attr-defined]
 from typing import Any, Final
 
 from .event_types import ASSIGNED as ASSIGNED
@@ -111,14 +113,50 @@ def _fields(event: StoredEvent | NewEvent) -> dict[str, Any]:
     }
 
 
+_string = json.encoder.encode_basestring  # the escaping canonical_json gives a str
 _CANONICAL = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
 )
 
 
+_ENCODERS = threading.local()
+
+
+def _c_encoder() -> Any:
+    """This thread's C encoder of ``_CANONICAL``'s settings, made once (``JSONEncoder``
+    makes one per call), and its circular-reference markers."""
+    markers: dict[int, Any] = {}
+    encoder = c_make_encoder(
+        markers, _CANONICAL.default, _string, None, ":", ",", True, False, False
+    )
+    _ENCODERS.made = made = (encoder, markers)
+    return made
+
+
 def canonical_json(value: Any) -> str:
     """Deterministic JSON: sorted keys, no spaces, no NaN/Infinity."""
-    return _CANONICAL.encode(value)
+    if c_make_encoder is None:  # pragma: no cover - CPython has the C encoder
+        return _CANONICAL.encode(value)
+    if type(value) is str:
+        return _string(value)
+    try:
+        encoder, markers = _ENCODERS.made
+    except AttributeError:
+        encoder, markers = _c_encoder()
+    try:
+        return "".join(encoder(value, 0))
+    except BaseException:
+        markers.clear()  # left behind by the failed pass: they would mean cycles later
+        raise
+
+
+def _text(value: str | None) -> str:
+    """``canonical_json(value)`` of a text item of an event's head, or of None."""
+    if value is None:
+        return "null"
+    if type(value) is not str:
+        return canonical_json(value)
+    return _string(value)
 
 
 _STAND_IN = f"\x00symfonic-encoded-{uuid.uuid4().hex}\x00"
@@ -188,18 +226,26 @@ def seal(event: NewEvent, prev_hash: str, encoded: Mapping[str, str] | None = No
     """
     encoded = event.encoded = encoded or {}
     data_json = event.data_json = canonical_json_with(event.data, encoded)
-    head = canonical_json(
-        [
-            prev_hash,
-            event.thread_id,
-            event.version,
-            event.type,
-            event.interrupt_id,
-            event.run_id,
-            event.actor,
-        ]
-    )
-    body = f"{head[:-1]},{data_json},{canonical_json(event.occurred_at.isoformat())}]"
+    version = event.version
+    if type(version) is int:
+        # The head's items are text, None and one int: their canonical JSON is each one's
+        # own (the encoder's string escaping, ``null``, the digits), joined as it joins them.
+        head = ",".join(
+            (
+                _text(prev_hash), _text(event.thread_id), str(version), _text(event.type),
+                _text(event.interrupt_id), _text(event.run_id), _text(event.actor),
+            )
+        )
+        # An ISO 8601 time is digits and punctuation: nothing in it to escape.
+        body = f"[{head},{data_json},\"{event.occurred_at.isoformat()}\"]"
+    else:  # pragma: no cover - versions are ints; kept exact for anything else
+        head = canonical_json(
+            [
+                prev_hash, event.thread_id, version, event.type, event.interrupt_id,
+                event.run_id, event.actor,
+            ]
+        )
+        body = f"{head[:-1]},{data_json},{canonical_json(event.occurred_at.isoformat())}]"
     event.hash = hashlib.sha256(body.encode("utf-8")).hexdigest()
     return event
 

@@ -80,8 +80,9 @@ class Heads:
     def __contains__(self, thread_id: str) -> bool:
         return thread_id in self._states
 
-    def put(self, state: ThreadState) -> None:
-        kept = _copy(state)
+    def put(self, state: ThreadState, *, copy: bool = True) -> None:
+        """Keep ``state`` (a copy of it, unless its owner hands it over: ``copy=False``)."""
+        kept = _copy(state) if copy else state
         with self._lock:
             self._states[state.thread_id] = kept
             self._states.move_to_end(state.thread_id)
@@ -132,7 +133,9 @@ class OneAppend:
         """After the commit: keep the head of every writer that wrote all it appended."""
         for w in self.writers:
             if w._existed and not w.new_events:
-                self.heads.put(w.state)
+                # The writer is done with its state (committed): handed over, not copied,
+                # unless it holds what a loaded row would not (open LangGraph interrupts).
+                self.heads.put(w.state, copy=bool(w.state.open))
 
     def forget(self) -> None:
         for w in self.writers:

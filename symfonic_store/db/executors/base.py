@@ -114,6 +114,22 @@ class Executor:
         """Run an UPDATE for one row; the number of rows it changed."""
         raise NotImplementedError
 
+    def write_values(
+        self,
+        conn: Connection,
+        stmt: sa.Executable,
+        keys: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+    ) -> int:
+        """Run an INSERT or UPDATE once per row, each row its values in ``keys`` order
+        (an INSERT's columns, or an UPDATE's bind names); the rows it changed. The fast
+        paths bind them without a dict per row."""
+        dicts = [dict(zip(keys, row, strict=True)) for row in rows]
+        if len(dicts) == 1 and not isinstance(stmt, sa.Insert):
+            return self.write_counted(conn, stmt, dicts[0])
+        self.write(conn, stmt, dicts, keys if isinstance(stmt, sa.Insert) else None)
+        return len(dicts)
+
     def call_once(
         self, conn: Connection, stmt: sa.Select[Any], params: Mapping[str, Any], phase: Any
     ) -> Any:

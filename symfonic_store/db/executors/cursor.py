@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -50,6 +50,10 @@ class Prepared:
     processors depend on them)."""
 
 
+Positional = tuple[Prepared, tuple[int, ...], tuple[tuple[int, Callable[[Any], Any], bool], ...]]
+"""See :meth:`CursorExecutor._positional_for`."""
+
+
 class CursorExecutor(Executor):
     """The fast path's machinery: Core statements compiled once, run on the driver's cursor."""
 
@@ -59,6 +63,7 @@ class CursorExecutor(Executor):
         super().__init__(backend)
         dialect = self.dialect = backend.dialect
         self._prepared: dict[tuple[int, tuple[str, ...] | None], Prepared] = {}
+        self._positional: dict[tuple[int, Sequence[str]], Positional | Literal[False]] = {}
         self._error = dialect.loaded_dbapi.Error
 
     def prepare(self, stmt: sa.ClauseElement, column_keys: Sequence[str] | None = None) -> Prepared:
@@ -220,6 +225,68 @@ class CursorExecutor(Executor):
                 cursor.executemany(prepared.sql, many)
         except self._error as exc:
             raise self._driver_error(conn, prepared.sql, many, exc) from exc
+
+    def write_values(
+        self,
+        conn: Connection,
+        stmt: sa.Executable,
+        keys: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+    ) -> int:
+        # The rows come as values in ``keys`` order: no dict per row, and only the binds
+        # whose type converts a value are looked at.
+        if not rows:
+            return 0
+        found = self._positional.get((id(stmt), keys))
+        if found is None:
+            found = self._positional_for(stmt, keys)
+        if found is False:
+            return super().write_values(conn, stmt, keys, rows)
+        prepared, order, processors = found
+        many = []
+        for row in rows:
+            args = [row[i] for i in order] if order else list(row)
+            for i, processor, skip_none in processors:
+                value = args[i]
+                if value is not None or not skip_none:
+                    args[i] = processor(value)
+            many.append(args)
+        try:
+            cursor = self._cursors(conn)[1]
+            if len(many) == 1:
+                cursor.execute(prepared.sql, many[0])
+            elif state_of(conn).pipeline is not None:
+                for args in many:  # as in write(): one execute per row in the pipeline
+                    cursor.execute(prepared.sql, args)
+            else:
+                cursor.executemany(prepared.sql, many)
+            return int(cursor.rowcount)
+        except self._error as exc:
+            raise self._driver_error(conn, prepared.sql, many, exc) from exc
+
+    def _positional_for(self, stmt: sa.Executable, keys: Sequence[str]) -> Positional | Literal[False]:
+        """How :meth:`write_values` binds ``keys`` into ``stmt``: the prepared statement,
+        each bind's index among ``keys`` (empty: the binds are the keys in order), and
+        ``(bind index, bind processor, skipped for None)`` of the binds that convert
+        values; False where the driver takes named parameters."""
+        insert = isinstance(stmt, sa.Insert)
+        prepared = self.prepare(cast(sa.ClauseElement, stmt), keys if insert else None)
+        found: Positional | Literal[False] = False
+        if not prepared.named:
+            index = {key: i for i, key in enumerate(keys)}
+            missing = [name for name, *_ in prepared.binds if name not in index]
+            assert not missing, f"binds {missing} are not among the keys given"
+            order = tuple(index[name] for name, *_ in prepared.binds)
+            if order == tuple(range(len(keys))):
+                order = ()
+            processors = tuple(
+                (i, processor, skip_none)
+                for i, (_, _, _, processor, skip_none) in enumerate(prepared.binds)
+                if processor is not None
+            )
+            found = (prepared, order, processors)
+        self._positional[(id(stmt), tuple(keys))] = found
+        return found
 
     def write_counted(self, conn: Connection, stmt: sa.Executable, row: Mapping[str, Any]) -> int:
         prepared = self.prepare(cast(sa.ClauseElement, stmt))

@@ -11,7 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
-from ...audit_columns import JSON_COPIES
+from ...audit_columns import AUDIT_COLUMNS, JSON_COPIES
 from ...audit_columns import derive as derive_audit_columns
 from ...events import ENDINGS, MINTED, NewEvent, StoredEvent
 from ..backends import backend_of
@@ -34,7 +34,32 @@ def insert_events(conn: Connection, new_events: Sequence[NewEvent]) -> None:
     if not new_events:
         return
     executor = executor_for(conn)
-    executor.write(conn, _INSERT_EVENT, event_rows(new_events, executor.takes_json_text), EVENT_ROW_KEYS)
+    if not executor.takes_json_text:
+        executor.write(conn, _INSERT_EVENT, event_rows(new_events, False), EVENT_ROW_KEYS)
+        return
+    executor.write_values(conn, _INSERT_EVENT, EVENT_ROW_KEYS, [event_values(e) for e in new_events])
+
+
+_COPIED = tuple(AUDIT_COLUMNS.index(column) for column, _ in JSON_COPIES)
+_COPIED_KEYS = tuple(key for _, key in JSON_COPIES)
+
+
+def event_values(e: NewEvent) -> list[Any]:
+    """The event table's row of ``e`` as values in ``EVENT_ROW_KEYS`` order, for executors
+    that take encoded JSON: the same row as :func:`event_rows` gives them, without a dict."""
+    audit = derive_audit_columns(e.type, e.data, e.occurred_at)
+    values = [
+        e.thread_id, e.version, e.type, e.interrupt_id, e.run_id, e.actor,
+        JsonText(e.data_json) if e.data_json else e.data, e.occurred_at, e.hash,
+        *[audit[column] for column in AUDIT_COLUMNS],
+    ]
+    encoded = e.encoded
+    if encoded:
+        for at, key in zip(_COPIED, _COPIED_KEYS, strict=True):
+            text = encoded.get(key)
+            if text is not None and values[9 + at] is not None:
+                values[9 + at] = JsonText(text)
+    return values
 
 
 def event_rows(new_events: Sequence[NewEvent], json_text: bool) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 from ...events import MINTED
 from ...projection import ThreadState
 from ..executor import executor_for
-from ..executors.base import Executor
+from ..executors.base import Executor, JsonText
 from ..rows import (
     THREAD_COLUMNS,
     THREAD_ROW_KEYS,
@@ -96,6 +96,19 @@ def _thread_rows(
     return [thread_row(s, j) for s, j in zip(states, pending_json, strict=True)]
 
 
+def _thread_values(state: ThreadState, pending_json: str | None) -> list[Any]:
+    """:func:`~..rows.thread_row` as values in ``THREAD_ROW_KEYS`` order, for executors
+    that take encoded JSON (no dict per row)."""
+    pending: Any = state.pending
+    if pending is not None and pending_json is not None:
+        pending = JsonText(pending_json)
+    return [
+        state.thread_id, state.version, state.last_hash, state.run_id, pending,
+        state.pending_interrupt_id, state.pending_run_id, state.pending_minted_at,
+        state.pending_since,
+    ]
+
+
 # Signature alike update_threads' deliberately: the two write the same rows, one inserting, one
 # updating.
 def insert_threads(
@@ -105,6 +118,10 @@ def insert_threads(
 ) -> None:
     """Insert projection rows (``pending_json``: each pending marker's JSON, when known)."""
     executor = executor_for(conn)
+    if pending_json is not None and executor.takes_json_text:
+        rows = [_thread_values(s, j) for s, j in zip(states, pending_json, strict=True)]
+        executor.write_values(conn, _INSERT_THREAD, THREAD_ROW_KEYS, rows)
+        return
     executor.write(conn, _INSERT_THREAD, _thread_rows(executor, states, pending_json), THREAD_ROW_KEYS)
 
 
@@ -133,10 +150,18 @@ def update_thread_at_head(
     """Update a projection row only if it still holds ``head`` (its version and hash): a
     compare-and-swap. False: someone else appended to the thread since (nothing written)."""
     executor = executor_for(conn)
+    if executor.takes_json_text:
+        values = _thread_values(state, pending_json)
+        values += head
+        return executor.write_values(conn, _UPDATE_THREAD_AT_HEAD, _AT_HEAD_KEYS, [values]) == 1
     row = _thread_rows(executor, [state], [pending_json])[0]
     row["b_thread_id"] = row.pop("thread_id")
     row["b_version"], row["b_hash"] = head
     return executor.write_counted(conn, _UPDATE_THREAD_AT_HEAD, row) == 1
+
+
+_AT_HEAD_KEYS = ("b_thread_id", *THREAD_ROW_KEYS[1:], "b_version", "b_hash")
+"""The binds of the compare-and-swap, in the order of :func:`_thread_values` and the head."""
 
 
 def delete_all_threads(conn: Connection) -> None:
