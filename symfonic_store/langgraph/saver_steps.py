@@ -25,7 +25,7 @@ from ..db import checkpoints as tables
 from ..db.executor import state_of
 from ..db.statements.native import WAITED_SQLSTATE, fail_if_waited
 from ..errors import DatabaseError, InvalidInputError
-from ..store import admission
+from ..store import admission, lifecycle
 from ..store.plan import Op
 from ..store.steps import Step, StepWrites, deferring
 from . import served_records as served
@@ -80,6 +80,18 @@ def _task_record(
         record["graph"] = None if graph is None else str(graph)
         record["served"] = served.served_ids(configurable)
     return forwarded, record
+
+
+_NEVER_WAIT = frozenset({
+    lifecycle.mint, lifecycle.record_router_decision, lifecycle.resume, admission.record_checkpoint_moved,
+})
+"""Store writes that never make a thread wait at a checkpoint: the marker protocol's (its
+mints are not LangGraph's interrupts) and what a new checkpoint closes. Any other write may
+(a LangGraph interrupt's mint names its checkpoint)."""
+
+
+def _may_wait(op: Op[Any]) -> bool:
+    return getattr(op.fn, "func", op.fn) not in _NEVER_WAIT
 
 
 def _id_or_none(value: Any) -> str | None:
@@ -216,14 +228,14 @@ class _Checkpointer(BaseCheckpointSaver[str]):
             settled = active_settled()
             pending = records
             if (settled is not None and step is not None and step[2] is not None and step[3] is not None
-                    and not taken and settled.known(conn, step[0], step[1], step[2])):
+                    and not any(_may_wait(op) for op in taken) and settled.known(conn, step[0], step[1], step[2])):
                 pending = []  # a checkpoint this writer made, nothing committed since: no waits there
             wrote = step is None
             for op in (*taken, *pending):
                 # The read-only check first: most steps leave nothing to close or mint.
                 if op.settled is None or not op.settled(conn)[0]:
                     op.fn(conn)
-                    wrote = True
+                    wrote = wrote or _may_wait(op)
             if settled is not None:
                 made = None if step is None or step[3] is None else (step[0], step[1], step[3])
                 named = None if step is None or step[3] is not None or step[2] is None else (step[0], step[2])

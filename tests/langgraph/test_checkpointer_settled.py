@@ -84,3 +84,22 @@ def test_a_refused_breakpoint_run_past_is_recorded_after_a_run_of_own_checkpoint
     graph.invoke(None, _config("t-ref", actor="mallory"))
     rejected = [e for e in sqlite_store.history("t-ref") if e.type == RESUME_REJECTED and e.data.get("via") == "direct"]
     assert [e.actor for e in rejected] == ["mallory"]
+
+
+def test_a_langgraph_interrupt_recorded_by_the_writer_itself_is_read_and_superseded(
+    sqlite_store: InterruptStore, reads: list[Any]
+) -> None:
+    """The writer's own step records a LangGraph interrupt at a checkpoint (no other
+    connection commits): new input past it still reads, and supersedes it."""
+    from test_agent_server_actor import interrupt_graph
+
+    from symfonic_store.events import EXPIRED
+
+    graph = interrupt_graph(sqlite_store.checkpointer())
+    graph.invoke({"amount": 3}, _config("t-native"))
+    (pending,) = sqlite_store.open_interrupts("t-native")
+    graph.invoke({"amount": 4}, _config("t-native"))
+    (expired,) = [e for e in sqlite_store.history("t-native") if e.type == EXPIRED]
+    assert expired.interrupt_id == pending["interrupt_id"]
+    assert expired.data["reason"] == "superseded"
+    assert ("t-native", pending["checkpoint_id"]) in reads
