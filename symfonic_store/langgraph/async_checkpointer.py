@@ -108,9 +108,9 @@ class AsyncStoreCheckpointer(_Checkpointer):
         recorded = []
         args = moved(config, metadata)
         if args is not None:
-            t, c, ns, source, actor = args
+            t, c, ns, source, actor, identity = args
             recorded = self._collect(
-                "record_checkpoint_moved", t, c, ns, source=source, actor=actor,
+                "record_checkpoint_moved", t, c, ns, source=source, actor=actor, identity=identity,
                 **update_closing(metadata, checkpoint, new_versions),
             )
         flight: list[str] = []

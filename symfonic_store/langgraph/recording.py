@@ -109,24 +109,26 @@ def observed(
     return forwarded, record
 
 
-def moved(config: Any, metadata: Any) -> tuple[str, str, str, str | None, str | None] | None:
+def moved(config: Any, metadata: Any) -> tuple[str, str, str, str | None, str | None, dict[str, str]] | None:
     """``record_checkpoint_moved`` arguments for a new checkpoint after ``config``'s, or None.
 
-    ``(thread_id, checkpoint_id, checkpoint_ns, source, actor)``: the checkpoint the new
-    one replaces, the metadata's ``source`` and the call's actor.
+    ``(thread_id, checkpoint_id, checkpoint_ns, source, actor, identity)``: the checkpoint
+    the new one replaces, the metadata's ``source``, the call's actor and how it was
+    established (``authenticated_by``, ``claimed_actor``: :func:`.actor.actor_of`).
     """
     configurable = (config or {}).get("configurable") or {}
     thread_id, checkpoint_id = configurable.get("thread_id"), configurable.get("checkpoint_id")
     if thread_id is None or checkpoint_id is None:
         return None
-    actor = actor_of(config).name
+    who = actor_of(config)
     source = (metadata or {}).get("source")
     return (
         str(thread_id),
         str(checkpoint_id),
         str(configurable.get("checkpoint_ns") or ""),
         None if source is None else str(source),
-        actor,
+        who.name,
+        who.data(),
     )
 
 
@@ -172,19 +174,21 @@ class RecordingCheckpointer(BaseCheckpointSaver[Any]):
         saved = self.saver.put(config, checkpoint, metadata, new_versions)
         moved_from = moved(config, metadata)
         if moved_from is not None:
-            t, c, ns, source, actor = moved_from
+            t, c, ns, source, actor, identity = moved_from
             closing = update_closing(metadata, checkpoint, new_versions)
-            self._call("record_checkpoint_moved", t, c, ns, source=source, actor=actor, **closing)
+            self._call(
+                "record_checkpoint_moved", t, c, ns, source=source, actor=actor, identity=identity, **closing
+            )
         return saved
 
     async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         saved = await self.saver.aput(config, checkpoint, metadata, new_versions)
         moved_from = moved(config, metadata)
         if moved_from is not None:
-            t, c, ns, source, actor = moved_from
+            t, c, ns, source, actor, identity = moved_from
             closing = update_closing(metadata, checkpoint, new_versions)
             await self._acall(
-                "record_checkpoint_moved", t, c, ns, source=source, actor=actor, **closing
+                "record_checkpoint_moved", t, c, ns, source=source, actor=actor, identity=identity, **closing
             )
         return saved
 

@@ -25,12 +25,13 @@ from ..db import checkpoints as tables
 from ..db.executor import state_of
 from ..db.statements.native import WAITED_SQLSTATE, fail_if_waited
 from ..errors import DatabaseError, InvalidInputError
-from ..store import admission
+from ..store import admission, lifecycle
 from ..store.plan import Op
 from ..store.steps import Step, StepWrites, deferring
 from . import served_records as served
 from .recording import observed
 from .saver_sql import _Sql
+from .saver_writer import active_settled
 
 if TYPE_CHECKING:
     from ..db.backends.base import Backend
@@ -79,6 +80,22 @@ def _task_record(
         record["graph"] = None if graph is None else str(graph)
         record["served"] = served.served_ids(configurable)
     return forwarded, record
+
+
+_NEVER_WAIT = frozenset({
+    lifecycle.mint, lifecycle.record_router_decision, lifecycle.resume, admission.record_checkpoint_moved,
+})
+"""Store writes that never make a thread wait at a checkpoint: the marker protocol's (its
+mints are not LangGraph's interrupts) and what a new checkpoint closes. Any other write may
+(a LangGraph interrupt's mint names its checkpoint)."""
+
+
+def _may_wait(op: Op[Any]) -> bool:
+    return getattr(op.fn, "func", op.fn) not in _NEVER_WAIT
+
+
+def _id_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def _waits_of(head: CheckpointTuple | None) -> list[dict[str, Any]]:
@@ -160,6 +177,7 @@ class _Checkpointer(BaseCheckpointSaver[str]):
         waiting: tuple[str, Callable[[], list[Op[Any]]]] | None = None,
         flight: list[str] | None = None,
         replaced: tuple[str, str] | None = None,
+        step: tuple[str, str, str | None, str | None] | None = None,
     ) -> Op[Any]:
         """One write transaction: LangGraph's SQL, then the store's writes, one COMMIT.
 
@@ -177,6 +195,12 @@ class _Checkpointer(BaseCheckpointSaver[str]):
         read-only check becomes :func:`fail_if_waited`, sent with the COMMIT: the step
         is one round trip, and when the thread did wait there the transaction fails
         with :func:`waited` and the caller runs it again without ``replaced``.
+
+        ``step`` is ``(thread_id, ns, replaced checkpoint id, new checkpoint id)`` of a
+        ``put`` (the new id None for ``put_writes``): on the SQLite writer's connection a
+        replaced checkpoint nothing can have waited at (:class:`.saver_writer.Settled`)
+        skips ``records``' check read, and a new one is remembered as such. Any other
+        step, or one that wrote a record, forgets what was known.
         """
         taken: list[Op[Any]] | None = None
 
@@ -201,10 +225,21 @@ class _Checkpointer(BaseCheckpointSaver[str]):
                 thread_id, checkpoint_id = replaced
                 fail_if_waited(conn, thread_id, checkpoint_id, native.BREAKPOINT_PREFIX + checkpoint_id)
                 return result
-            for op in (*taken, *records):
+            settled = active_settled()
+            pending = records
+            if (settled is not None and step is not None and step[2] is not None and step[3] is not None
+                    and not any(_may_wait(op) for op in taken) and settled.known(conn, step[0], step[1], step[2])):
+                pending = []  # a checkpoint this writer made, nothing committed since: no waits there
+            wrote = step is None
+            for op in (*taken, *pending):
                 # The read-only check first: most steps leave nothing to close or mint.
                 if op.settled is None or not op.settled(conn)[0]:
                     op.fn(conn)
+                    wrote = wrote or _may_wait(op)
+            if settled is not None:
+                made = None if step is None or step[3] is None else (step[0], step[1], step[3])
+                named = None if step is None or step[3] is not None or step[2] is None else (step[0], step[2])
+                settled.after(conn, wrote, made, named)
             return result
 
         return Op(work, write=True)
@@ -232,6 +267,7 @@ class _Checkpointer(BaseCheckpointSaver[str]):
             ),
             flight,
             replaced if recorded else None,
+            (thread_id, ns, _id_or_none(config["configurable"].get("checkpoint_id")), str(checkpoint["id"])),
         )
 
     def _put_writes(
@@ -246,6 +282,7 @@ class _Checkpointer(BaseCheckpointSaver[str]):
             recorded,
             (thread_id, lambda: self._steps.for_writes(thread_id, ns, started, task_id)),
             flight,
+            step=(thread_id, ns, _id_or_none(started), None),
         )
 
     def _get_tuple(self, config: Any) -> Op[Any]:

@@ -32,6 +32,69 @@ def _read(conn: Connection, op: Op[Any]) -> Any:
             conn.commit()
 
 
+class Settled:
+    """The checkpoints nothing can have waited at, as the SQLite writer's connection knows.
+
+    A put asks whether the thread waited at the checkpoint it replaces (an open
+    interrupt raised there, its breakpoint minted: :func:`~..db.statements.native.waits_at`).
+    Nothing can wait at a checkpoint before it exists, and afterwards only a commit can
+    make it wait: one on another connection changes this connection's ``PRAGMA
+    data_version`` (another process's included), and one of the writer's own steps that
+    wrote a record is seen here. So a checkpoint the writer itself created, with no such
+    commit since, needs no read: :meth:`known` answers it, inside the step's transaction
+    (BEGIN IMMEDIATE: nobody commits between the answer and the COMMIT).
+    """
+
+    __slots__ = ("_blind", "_latest", "_tainted", "_version")
+    LIMIT = 4096
+
+    def __init__(self) -> None:
+        self._version: int | None = None
+        self._latest: dict[tuple[str, str], str] = {}
+        # Checkpoints the writer's own records named before (or whether) their put came:
+        # LangGraph may save a step's writes before the checkpoint they belong to.
+        self._tainted: set[tuple[str, str]] = set()
+        self._blind = False
+
+    def _current(self, conn: Connection) -> dict[tuple[str, str], str]:
+        version = conn.connection.driver_connection.execute("PRAGMA data_version").fetchone()[0]  # type: ignore[union-attr]
+        if version != self._version:
+            self._version, self._latest = version, {}
+        return self._latest
+
+    def known(self, conn: Connection, thread_id: str, ns: str, checkpoint_id: str) -> bool:
+        """Is ``checkpoint_id`` (of ``thread_id``, ``ns``) one nothing can have waited at?"""
+        return self._current(conn).get((thread_id, ns)) == checkpoint_id
+
+    def after(
+        self, conn: Connection, wrote: bool, created: tuple[str, str, str] | None, named: tuple[str, str] | None
+    ) -> None:
+        """A step's transaction ran: ``wrote`` any record (then nothing is known any
+        more; ``named``, ``(thread_id, checkpoint_id)`` of a ``put_writes``, stays
+        unknown for good), ``created`` ``(thread_id, ns, checkpoint_id)``, a checkpoint
+        it put."""
+        latest = self._current(conn)
+        if wrote:
+            latest.clear()
+            if named is not None:
+                self._tainted.add(named)
+                if len(self._tainted) > self.LIMIT:
+                    self._blind = True  # never forget a taint: know nothing new instead
+        if len(latest) >= self.LIMIT:
+            latest.clear()
+        if created is not None and not self._blind and (created[0], created[2]) not in self._tainted:
+            latest[created[:2]] = created[2]
+
+
+_ACTIVE = threading.local()
+
+
+def active_settled() -> Settled | None:
+    """The :class:`Settled` of the writer whose transaction this thread runs, or None
+    (any other connection: PostgreSQL's, the async twin's pooled ones)."""
+    return getattr(_ACTIVE, "settled", None)
+
+
 @dataclass(slots=True)
 class _Job:
     """One write waiting for the writer: its step, and once run, its result or error."""
@@ -61,6 +124,7 @@ class _SqliteWriter:
         self._queued: list[_Job] = []
         self._queue_lock = threading.Lock()
         self.conn: Connection | None = None
+        self.settled = Settled()
         event.listen(engine, "engine_disposed", lambda _engine: self.close())
 
     def run(self, store: Any, op: Op[Any]) -> Any:
@@ -79,7 +143,7 @@ class _SqliteWriter:
                 with self._queue_lock:
                     group, self._queued = self._queued, []
                 try:
-                    self._on_connection(store, partial(self._commit, group=group))
+                    self._on_connection(store, partial(self._commit, group=group), writes=True)
                 except BaseException as exc:
                     for waiting in group:  # nobody is left waiting on a write that never ran
                         if not waiting.done:
@@ -111,15 +175,22 @@ class _SqliteWriter:
         for job, result in zip(group, results, strict=True):
             job.result, job.done = result, True
 
-    def _on_connection(self, store: Any, fn: Callable[[Connection], Any]) -> Any:
+    def _on_connection(self, store: Any, fn: Callable[[Connection], Any], writes: bool = False) -> Any:
         conn = self.conn
         if conn is None or conn.closed or conn.invalidated:
+            self.settled = Settled()  # what one connection knew is not another's
             with translate_errors():  # connecting fails like any statement
                 conn = self.conn = store.engine.connect()
         try:
             with translate_errors():
                 store.runner.ensure_schema(conn)
-                return fn(conn)
+                if not writes:
+                    return fn(conn)
+                _ACTIVE.settled = self.settled  # this connection's, for the group's steps
+                try:
+                    return fn(conn)
+                finally:
+                    _ACTIVE.settled = None
         except BaseException:
             self.conn = None  # a fresh connection next time, whatever this one saw
             conn.close()
@@ -130,6 +201,7 @@ class _SqliteWriter:
             if self.conn is not None:
                 self.conn.close()
                 self.conn = None
+            self.settled = Settled()
 
 
 _WRITERS: weakref.WeakKeyDictionary[Any, _SqliteWriter] = weakref.WeakKeyDictionary()

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from .. import native
+from .. import native, validation
 from ..db.statements.log import interrupt_events, was_minted
 from ..db.statements.native import claim_rows, delete_claim, insert_claim, open_rows, waits_at
 from ..db.statements.threads import load_thread
@@ -438,6 +439,7 @@ def record_checkpoint_moved(
     decision: str | None = None,
     decided_by: str | None = None,
     authenticated_by: str | None = None,
+    identity: Mapping[str, str] | None = None,
 ) -> None:
     """A new checkpoint after ``checkpoint_id``: what LangGraph waited on there is over.
 
@@ -471,7 +473,7 @@ def record_checkpoint_moved(
                 RESUMED,
                 interrupt_id=row["interrupt_id"],
                 actor=actor,
-                data={"response": None, "via": "direct", "decision": "approve", "bypass": True},
+                data={"response": None, "via": "direct", "decision": "approve", "bypass": True, **(identity or {})},
             )
         else:
             closed: dict[str, Any] = {"reason": "superseded", "detected_by": "gateway"}
@@ -495,9 +497,27 @@ def record_checkpoint_moved(
                     "why": rule.ALREADY_RESOLVED,
                     "via": "direct",
                     "error": "the graph ran past a breakpoint that was refused",
+                    **(identity or {}),
                 },
             )
     flush(conn, [w])
+
+
+def valid_identity(identity: Any) -> dict[str, str] | None:
+    """How a recorded actor was established (:meth:`.actor.Actor.data`'s keys), validated:
+    ``authenticated_by`` one of the audit's words, ``claimed_actor`` an actor id."""
+    if not identity:
+        return None
+    if not isinstance(identity, Mapping) or set(identity) - {"authenticated_by", "claimed_actor"}:
+        raise InvalidInputError("identity", "must be a dict of authenticated_by and claimed_actor")
+    out: dict[str, str] = {}
+    by = validation.authenticated_by(identity.get("authenticated_by"))
+    if by is not None:
+        out["authenticated_by"] = by
+    claimed = validation.text_id(identity.get("claimed_actor"), "claimed_actor", optional=True)
+    if claimed is not None:
+        out["claimed_actor"] = claimed
+    return out or None
 
 
 def moved_settled(conn: Connection, thread_id: str, checkpoint_id: str) -> tuple[bool, None]:

@@ -188,10 +188,13 @@ class NativeOps(Settings):
         decision: str | None = None,
         decided_by: str | None = None,
         authenticated_by: str | None = None,
+        identity: dict[str, str] | None = None,
     ) -> Plan[None]:
         """A graph wrote a checkpoint after ``checkpoint_id`` (the recording checkpointer);
         ``decision``: what the update decided of what it closes (e.g. ``ignore``), by whom
-        (``decided_by``, established as ``authenticated_by`` says)."""
+        (``decided_by``, established as ``authenticated_by`` says). ``identity``: how
+        ``actor`` was established (``authenticated_by``, ``claimed_actor``), recorded
+        beside it on a breakpoint the graph ran past."""
         t = validation.required_id(thread_id, "thread_id")
         fn = partial(
             admission.record_checkpoint_moved,
@@ -203,6 +206,7 @@ class NativeOps(Settings):
             decision=validation.text_id(decision, "decision", optional=True),
             decided_by=validation.text_id(decided_by, "decided_by", optional=True),
             authenticated_by=validation.authenticated_by(authenticated_by),
+            identity=admission.valid_identity(identity),
         )
         yield Op(fn, write=True, settled=partial(admission.moved_settled, thread_id=t, checkpoint_id=str(checkpoint_id)))
 

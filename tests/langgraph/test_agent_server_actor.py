@@ -110,3 +110,47 @@ def test_without_a_server_user_the_claim_is_recorded_as_before(store: InterruptS
         (MINTED, "ann"), (RESUMED, "ben")]
     for event in events:
         assert "authenticated_by" not in event.data and "claimed_actor" not in event.data
+
+
+@pytest.mark.parametrize("saver", ["recording", "store"])
+def test_a_breakpoint_run_past_records_the_servers_user_as_authenticated(store: InterruptStore, saver: str) -> None:
+    """``invoke(None)`` past an open breakpoint under a server's user: the bypass carries
+    ``authenticated_by`` and the client's different claim, as every other record does."""
+    from native_graphs import Wires, breakpoint_graph
+
+    from symfonic_store import InterruptGateway
+
+    checkpointer = (store.recording_checkpointer(InMemorySaver()) if saver == "recording"
+                    else store.checkpointer())
+    wires = Wires()
+    graph = breakpoint_graph(checkpointer, wires)
+    InterruptGateway(graph, store).invoke({}, _served_config("t-past", None, "ann"))
+    (opened,) = store.open_interrupts("t-past")
+    graph.invoke(None, _served_config("t-past", "alice", "mallory"))
+    assert wires.sent == [999]
+    (bypass,) = [e for e in store.history("t-past") if e.type == RESUMED]
+    assert bypass.interrupt_id == opened["interrupt_id"]
+    assert (bypass.actor, bypass.data["bypass"], bypass.data["via"]) == ("alice", True, "direct")
+    assert (bypass.data["authenticated_by"], bypass.data["claimed_actor"]) == ("agent-server", "mallory")
+
+
+def test_a_breakpoint_run_past_without_a_server_user_records_the_claim_alone(store: InterruptStore) -> None:
+    from native_graphs import Wires, breakpoint_graph
+
+    from symfonic_store import InterruptGateway
+
+    graph = breakpoint_graph(store.checkpointer(), Wires())
+    InterruptGateway(graph, store).invoke({}, _served_config("t-past-plain", None, "ann"))
+    graph.invoke(None, _served_config("t-past-plain", "langgraph-studio-user", "ben"))
+    (bypass,) = [e for e in store.history("t-past-plain") if e.type == RESUMED]
+    assert bypass.actor == "ben" and bypass.data["bypass"] is True
+    assert "authenticated_by" not in bypass.data and "claimed_actor" not in bypass.data
+
+
+def test_record_checkpoint_moved_refuses_an_identity_of_free_text(store: InterruptStore) -> None:
+    from symfonic_store.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError):
+        store.record_checkpoint_moved("t-x", "c-1", identity={"authenticated_by": "me, trust me"})
+    with pytest.raises(InvalidInputError):
+        store.record_checkpoint_moved("t-x", "c-1", identity={"role": "admin"})
