@@ -42,6 +42,8 @@ def insert_events(conn: Connection, new_events: Sequence[NewEvent]) -> None:
 
 _COPIED = tuple(AUDIT_COLUMNS.index(column) for column, _ in JSON_COPIES)
 _COPIED_KEYS = tuple(key for _, key in JSON_COPIES)
+_AUDIT_AT = EVENT_ROW_KEYS.index(AUDIT_COLUMNS[0])
+"""Where the audit columns begin in a row of :func:`event_values`."""
 
 
 def event_values(e: NewEvent) -> list[Any]:
@@ -50,15 +52,15 @@ def event_values(e: NewEvent) -> list[Any]:
     audit = derive_audit_columns(e.type, e.data, e.occurred_at)
     values = [
         e.thread_id, e.version, e.type, e.interrupt_id, e.run_id, e.actor,
-        JsonText(e.data_json) if e.data_json else e.data, e.occurred_at, e.hash,
+        JsonText(e.data_json) if e.data_json else e.data, e.occurred_at, e.hash, e.tenant,
         *[audit[column] for column in AUDIT_COLUMNS],
     ]
     encoded = e.encoded
     if encoded:
         for at, key in zip(_COPIED, _COPIED_KEYS, strict=True):
             text = encoded.get(key)
-            if text is not None and values[9 + at] is not None:
-                values[9 + at] = JsonText(text)
+            if text is not None and values[_AUDIT_AT + at] is not None:
+                values[_AUDIT_AT + at] = JsonText(text)
     return values
 
 
