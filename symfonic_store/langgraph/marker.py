@@ -101,8 +101,11 @@ def _thread_id(config: RunnableConfig | None) -> str:
     )
 
 
-def _actor(config: RunnableConfig | None) -> str | None:
-    return actor_of(config).name
+def _actor(config: RunnableConfig | None) -> tuple[str | None, str | None]:
+    """Who answers through the node, and how that was established (the Agent Server's
+    authenticated user, or None: the caller's claim)."""
+    who = actor_of(config)
+    return who.name, who.authenticated_by
 
 
 def _is_async_store(store: Any) -> bool:
@@ -162,7 +165,7 @@ def create_interrupt_node(store: AnyStore | None = None, *, tenant: str | None =
         _require_sync(store, "create_interrupt_node")
         sync_store = cast("InterruptStore", store)
         thread_id = _thread_id(config)
-        actor = _actor(config)
+        actor, by = _actor(config)
         # Check the answer before interrupt() hands it over (see _incoming_resume).
         incoming = _incoming_resume(config)
         # About to pause: the mint can commit with the step. An answer is admitted at
@@ -171,12 +174,12 @@ def create_interrupt_node(store: AnyStore | None = None, *, tenant: str | None =
             sync_store.mint(thread_id, pending, tenant=tenant_of(config, tenant))
         response = None
         if incoming is not None and incoming is not _NOT_VISIBLE:
-            response = sync_store.admit_node_resume(thread_id, pending, incoming, actor=actor)
+            response = sync_store.admit_node_resume(thread_id, pending, incoming, actor=actor, authenticated_by=by)
         resume_value = interrupt(interrupt_value(pending))
         if resume_value is None:
             return _unexpected_none(pending)
         if response is None or resume_value is not incoming:
-            response = sync_store.admit_node_resume(thread_id, pending, resume_value, actor=actor)
+            response = sync_store.admit_node_resume(thread_id, pending, resume_value, actor=actor, authenticated_by=by)
         return response_updates(pending, response)
 
     async def anode(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
@@ -184,21 +187,21 @@ def create_interrupt_node(store: AnyStore | None = None, *, tenant: str | None =
         if store is None:
             return _answer_without_store(pending)
         thread_id = _thread_id(config)
-        actor = _actor(config)
+        actor, by = _actor(config)
         incoming = _incoming_resume(config)
         with _in_step(store, config) if incoming is None else nullcontext():
             await _maybe_await(store.mint(thread_id, pending, tenant=tenant_of(config, tenant)))
         response = None
         if incoming is not None and incoming is not _NOT_VISIBLE:
             response = await _maybe_await(
-                store.admit_node_resume(thread_id, pending, incoming, actor=actor)
+                store.admit_node_resume(thread_id, pending, incoming, actor=actor, authenticated_by=by)
             )
         resume_value = interrupt(interrupt_value(pending))
         if resume_value is None:
             return _unexpected_none(pending)
         if response is None or resume_value is not incoming:
             response = await _maybe_await(
-                store.admit_node_resume(thread_id, pending, resume_value, actor=actor)
+                store.admit_node_resume(thread_id, pending, resume_value, actor=actor, authenticated_by=by)
             )
         return response_updates(pending, response)
 

@@ -205,14 +205,23 @@ class MarkerOps(Settings):
         return Command(resume=encode_resume(admitted))
 
     def admit_node_resume(
-        self, thread_id: str, pending: dict[str, Any], resume_value: Any, *, actor: str | None
+        self,
+        thread_id: str,
+        pending: dict[str, Any],
+        resume_value: Any,
+        *,
+        actor: str | None,
+        authenticated_by: str | None = None,
     ) -> Plan[dict[str, Any]]:
-        """The interrupt node's check of an answer it received (see create_interrupt_node)."""
+        """The interrupt node's check of an answer it received (see create_interrupt_node);
+        ``authenticated_by``: how ``actor`` was established (``agent-server`` for the Agent
+        Server's authenticated user), None when the caller named it."""
         t = validation.required_id(thread_id, "thread_id")
         if not isinstance(pending, dict):
             raise InvalidInputError("state._interrupt_pending", "must be a dict marker")
         i = validation.required_id(pending.get("interrupt_id"), "marker.interrupt_id")
         a = validation.text_id(actor, "actor", optional=True)
+        by = validation.authenticated_by(authenticated_by)
         # What the seed node hands the agent (N2), as the JSON the store records.
         response, response_json = validation.json_encoded(
             recorded_response(resume_value) if resume_value is not None else {},
@@ -230,6 +239,7 @@ class MarkerOps(Settings):
             actor=a,
             from_node=True,
             response_json=response_json,
+            authenticated_by=by,
         )
         settled = partial(
             lifecycle.node_resume_settled, thread_id=t, interrupt_id=i, response=response

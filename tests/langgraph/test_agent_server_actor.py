@@ -154,3 +154,42 @@ def test_record_checkpoint_moved_refuses_an_identity_of_free_text(store: Interru
         store.record_checkpoint_moved("t-x", "c-1", identity={"authenticated_by": "me, trust me"})
     with pytest.raises(InvalidInputError):
         store.record_checkpoint_moved("t-x", "c-1", identity={"role": "admin"})
+
+
+def _node_graph(store: InterruptStore) -> Any:
+    """START -> a node returning a seed marker -> the store's interrupt node -> END."""
+    from langgraph.graph import END, START, StateGraph
+
+    from symfonic_store import InterruptState, build_interrupt_marker, create_interrupt_node
+
+    def raise_marker(state: dict[str, Any]) -> dict[str, Any]:
+        return build_interrupt_marker(name="approve", interrupt_id="i-node-0001", payload={"n": 1})
+
+    builder = StateGraph(InterruptState)
+    builder.add_node("raise", raise_marker)
+    builder.add_node("interrupt", create_interrupt_node(store))
+    builder.add_edge(START, "raise")
+    builder.add_edge("raise", "interrupt")
+    builder.add_edge("interrupt", END)
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+@pytest.mark.parametrize("user", ["alice", None])
+def test_the_marker_nodes_answer_records_how_its_actor_was_established(
+    store: InterruptStore, user: str | None
+) -> None:
+    """An answer the seed's node admits: the server's user, authenticated by the Agent Server,
+    the client's claim beside it unused; without a server user, the claim with no authentication."""
+    from langgraph.types import Command
+
+    graph = _node_graph(store)
+    configurable: dict[str, Any] = {"thread_id": "t-node", "actor": "mallory"}
+    if user is not None:
+        configurable["langgraph_auth_user_id"] = user
+    graph.invoke({"messages": []}, {"configurable": configurable})
+    graph.invoke(Command(resume={"approved": True}), {"configurable": configurable})
+    (resumed,) = [e for e in store.history("t-node") if e.type == RESUMED]
+    if user is None:
+        assert resumed.actor == "mallory" and "authenticated_by" not in resumed.data
+    else:
+        assert resumed.actor == "alice" and resumed.data["authenticated_by"] == "agent-server"
