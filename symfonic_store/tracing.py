@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -51,6 +52,12 @@ _NOTHING: Final = contextlib.nullcontext(NO_SPAN)
 
 _tracer: tuple[Any, Any] | None = None
 """``(provider, tracer)``: the store's tracer of the provider it was made from."""
+_unconfigured_until = 0.0
+"""Until this ``time.monotonic()``, the provider is known to be the API's stand-in (none
+configured). Libraries load ``opentelemetry.trace`` without configuring anything, and
+asking the API costs microseconds (it reads the environment): ask at most once per
+:data:`RECHECK_SECONDS`, so a provider configured later is used within that."""
+RECHECK_SECONDS = 1.0
 
 
 def span(name: str, **attributes: Any) -> contextlib.AbstractContextManager[Any]:
@@ -59,11 +66,15 @@ def span(name: str, **attributes: Any) -> contextlib.AbstractContextManager[Any]
     trace = sys.modules.get("opentelemetry.trace")
     if trace is None:
         return _NOTHING
+    global _tracer, _unconfigured_until
+    if _unconfigured_until and time.monotonic() < _unconfigured_until:
+        return _NOTHING
     provider = trace.get_tracer_provider()
     # The API's stand-ins until the application sets a provider: nothing would be recorded.
     if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+        _unconfigured_until = time.monotonic() + RECHECK_SECONDS
         return _NOTHING
-    global _tracer
+    _unconfigured_until = 0.0
     if _tracer is None or _tracer[0] is not provider:
         _tracer = (provider, provider.get_tracer(TRACER))
     made: contextlib.AbstractContextManager[Any] = _tracer[1].start_as_current_span(
@@ -73,6 +84,7 @@ def span(name: str, **attributes: Any) -> contextlib.AbstractContextManager[Any]
 
 
 def reset() -> None:
-    """Forget the cached tracer (for tests that change the provider)."""
-    global _tracer
+    """Forget the cached tracer and provider check (for tests that change the provider)."""
+    global _tracer, _unconfigured_until
     _tracer = None
+    _unconfigured_until = 0.0

@@ -13,7 +13,7 @@ from factories import mint
 from notify_rig import Receiver, hook_config, http_receiver
 from prometheus_client.parser import text_string_to_metric_families
 
-from symfonic_store import InterruptStore
+from symfonic_store import InterruptStore, tracing
 from symfonic_store.notify import Notifier, webhook_id
 from symfonic_store.server.metrics import ServiceMetrics
 
@@ -72,6 +72,7 @@ def spans() -> Iterator[Any]:
     exporter = InMemorySpanExporter()
     processor = SimpleSpanProcessor(exporter)
     provider.add_span_processor(processor)
+    tracing.reset()  # a provider checked less than a second ago is not asked again
     yield exporter
     processor.shutdown()
 
