@@ -46,6 +46,9 @@ class FailingStore:
     def assignment(self, thread_id: str, interrupt_id: str) -> None:
         return None  # not assigned (SPEC §15)
 
+    def interrupt_tenants(self, keys: Any) -> dict[tuple[str, str], str | None]:
+        return {(t, i): None for t, i in keys}  # minted without a tenant (SPEC §15)
+
 
 def answer(error: SymfonicStoreError, *, refused: bool) -> tuple[int, dict[str, Any]]:
     """Answer through Approvals; ``refused``: the policy refuses, so the write is the refusal's."""
