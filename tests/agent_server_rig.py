@@ -218,7 +218,7 @@ def _wait_ready(server: AgentServer) -> None:
             except httpx.HTTPError:
                 pass
             # Polling a process that prints no reliable "ready" line: real time passes here.
-            time.sleep(0.2)
+            time.sleep(0.2)  # sleep-ok: a real process starting, not domain time
     pytest.fail(f"langgraph dev did not answer /ok in {START_TIMEOUT} s:\n{server.logs()[-4000:]}")
 
 

@@ -30,7 +30,7 @@ class State(TypedDict, total=False):
 
 
 async def nap(state: State) -> State:
-    time.sleep(0.01)  # a blocking call on the event loop: the server's check refuses it
+    time.sleep(0.01)  # sleep-ok: a blocking call on the event loop: the server's check refuses it
     return {"done": True}
 
 

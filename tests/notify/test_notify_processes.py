@@ -112,7 +112,7 @@ def test_two_notify_processes_never_deliver_one_event_to_one_subscription_at_onc
     positions = [e.position for e in store.events()]
 
     def slow(request: Received) -> int:
-        time.sleep(0.05)  # a receiver that takes its time: gives the other process every chance to overlap
+        time.sleep(0.05)  # sleep-ok: a receiver that takes its time: gives the other process every chance to overlap
         return 200
 
     with http_receiver() as receiver:
