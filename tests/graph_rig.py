@@ -118,21 +118,29 @@ def mentions(messages: list[BaseMessage], text: str) -> bool:
     return any(text in str(m.content) for m in messages)
 
 
+SAVER_BUSY_TIMEOUT = 30.0
+
+
 def new_store(url: str, driver: str, ttl_seconds: float | None = None) -> Any:
     return (AsyncInterruptStore if driver == "ainvoke" else InterruptStore)(url, ttl_seconds=ttl_seconds)
 
 
 @asynccontextmanager
 async def open_saver(url: str, driver: str) -> AsyncIterator[Any]:
-    """The LangGraph checkpointer on the store's own database (same file / same schema)."""
+    """The LangGraph checkpointer on the store's own database (same file / same schema).
+
+    On SQLite the savers wait up to 30 s for the write lock (sqlite3's default is 5 s):
+    the race tests line four graphs, four stores and four savers up on one file, and on
+    a loaded two-core CI machine a saver's error write once waited its 5 s out.
+    """
     if url.startswith("sqlite"):
         path = sa.make_url(url).database
         assert path
         if driver == "ainvoke":
-            async with aiosqlite.connect(path) as aconn:
+            async with aiosqlite.connect(path, timeout=SAVER_BUSY_TIMEOUT) as aconn:
                 yield AsyncSqliteSaver(aconn)
         else:
-            conn = sqlite3.connect(path, check_same_thread=False)
+            conn = sqlite3.connect(path, check_same_thread=False, timeout=SAVER_BUSY_TIMEOUT)
             try:
                 yield SqliteSaver(conn)
             finally:
