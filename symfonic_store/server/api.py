@@ -25,6 +25,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from .. import validation
 from ..errors import DatabaseError, InvalidInputError
 from ..services.audit import AUDIT_FIELDS
+from . import tenancy
 from .approvals import BadRequest, audit_page_of, page_limit
 from .limits import BodyTooLarge, read_body
 from .principal import Principal
@@ -259,9 +260,8 @@ async def thread_events(request: Request) -> Response:
     store = svc.store
 
     def replay() -> list[dict[str, Any]]:
-        steps = list(store.replay(ids[0]))
-        shown = {id(e) for e in svc.approvals.visible_events(who, [e for e, _ in steps])}
-        return [{"event": e.as_dict(), "state": s} for e, s in steps if id(e) in shown]
+        steps = tenancy.visible_steps(store, who, list(store.replay(ids[0])))
+        return [{"event": e.as_dict(), "state": s} for e, s in steps]
 
     try:
         steps = await svc.lanes.run(replay)

@@ -58,6 +58,7 @@ from ..policy import Policy
 from ..projection import is_native_mint
 from ..store import rules as rule
 from ..store.vote_ops import AlreadyVotedError
+from . import tenancy
 from .principal import Principal
 
 if TYPE_CHECKING:
@@ -293,18 +294,9 @@ class Approvals:
         return key not in found or principal.sees(found[key])
 
     def visible_events(self, principal: Principal, events: list[Any]) -> list[Any]:
-        """The events of ``events`` (each with ``thread_id`` and ``interrupt_id``) that
-        ``principal`` may see: its tenants' interrupts'; those of no interrupt to ``"*"`` only."""
-        if principal.scope is None:
-            return list(events)
-        keys = {(e.thread_id, e.interrupt_id) for e in events if e.interrupt_id is not None}
-        tenants = self.store.interrupt_tenants(keys) if keys else {}
-        return [
-            e for e in events
-            if e.interrupt_id is not None
-            and (e.thread_id, e.interrupt_id) in tenants
-            and principal.sees(tenants[(e.thread_id, e.interrupt_id)])
-        ]
+        """The events ``principal`` may see (:mod:`.tenancy`): its tenants' interrupts';
+        those of no interrupt to ``"*"`` only."""
+        return tenancy.visible_events(self.store, principal, events)
 
     def interrupt(
         self, thread_id: str, interrupt_id: str, principal: Principal | None = None
@@ -356,7 +348,7 @@ class Approvals:
             reason=None if ending is None or ending.type != EXPIRED else ending.data.get("reason"),
             response=None if ending is None or ending.type != RESUMED else ending.data.get("response"),
             escalated_to=None if escalation is None else _roles(escalation.data.get("to")),
-            events=[e.as_dict() for e in events],
+            events=[e.as_dict() for e in (events if principal is None else self.visible_events(principal, events))],
         )
         if ending is None and is_native_mint(data):
             opened = next(

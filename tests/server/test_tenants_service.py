@@ -10,6 +10,7 @@ import io
 import json
 import uuid
 from collections.abc import Iterator
+from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -19,7 +20,8 @@ import pytest
 from factories import marker
 from service_rig import BACKENDS, Served, answer_path, digest_of, serve, served_database
 
-from symfonic_store import InterruptStore
+from symfonic_store import EXPIRED, RESUME_REJECTED, InterruptExpiredError, InterruptStore
+from symfonic_store.protocol import PENDING_KEY
 from symfonic_store.server import create_app
 
 
@@ -90,13 +92,15 @@ def _path(*ids: str) -> str:
     return "/".join(quote(i, safe="") for i in ids)
 
 
-def _stream_text(site: Site, who: str) -> str:
-    """The event stream from the start, read until the last event ``who`` may see."""
-    last = max(
-        e.position for e in site.store.events()
-        if (e.interrupt_id is None and who == "root")
-        or any(e.interrupt_id == m.interrupt_id and t in SEES[who] for t, m in site.by_tenant.items())
-    )
+def _stream_text(site: Site, who: str, last: int | None = None) -> str:
+    """The event stream from the start, read until ``last`` (else the last event of
+    ``site.by_tenant`` that ``who`` may see)."""
+    if last is None:
+        last = max(
+            e.position for e in site.store.events()
+            if (e.interrupt_id is None and who == "root")
+            or any(e.interrupt_id == m.interrupt_id and t in SEES[who] for t, m in site.by_tenant.items())
+        )
     seen = []
     with site.as_(who) as client, client.stream("GET", "/api/events/stream", params={"after": 0}) as r:
         assert r.status_code == 200
@@ -170,11 +174,12 @@ def test_another_tenants_interrupt_is_404_as_an_unknown_one(site: Site) -> None:
 
 
 def test_audit_and_inbox_keep_each_principal_to_its_tenants(site: Site) -> None:
+    ours = {m.interrupt_id for m in site.by_tenant.values()}
     for who, tenants in SEES.items():
         expected = {site.by_tenant[t].interrupt_id for t in tenants}
         with site.as_(who) as client:
-            items = client.get("/api/interrupts").json()["items"]
-            records = client.get("/api/audit").json()["items"]
+            items = [i for i in client.get("/api/interrupts").json()["items"] if i["interrupt_id"] in ours]
+            records = [r for r in client.get("/api/audit").json()["items"] if r["interrupt_id"] in ours]
             sheet = list(csv.reader(io.StringIO(client.get("/api/audit", params={"format": "csv"}).text)))
         assert {i["interrupt_id"] for i in items} == expected, who
         assert {r["interrupt_id"] for r in records} == expected, who
@@ -188,6 +193,61 @@ def test_events_without_an_interrupt_are_shown_to_all_tenant_principals_only(sit
     with site.as_("root") as root, site.as_("pat") as pat:
         assert any(e["interrupt_id"] is None for e in root.get("/api/events?limit=1000").json()["items"])
         assert all(e["interrupt_id"] is not None for e in pat.get("/api/events?limit=1000").json()["items"])
+
+
+def test_a_thread_whose_tenant_changes_shows_each_tenant_only_its_own_interrupt(site: Site) -> None:
+    """acme's marker superseded by globex's on the same thread: acme's principal sees its
+    marker expire, never what superseded it -- not in the expiry's ``superseded_by``, not
+    as the pending marker of a replayed state (after acme's refused late answer)."""
+    thread = f"t-switch-{uuid.uuid4().hex[:6]}"
+    first = Minted(thread, f"i-first-{uuid.uuid4().hex[:6]}", "first_wire", f"FIRST-SECRET-{uuid.uuid4().hex[:6]}")
+    second = Minted(thread, f"i-second-{uuid.uuid4().hex[:6]}", "second_wire", f"SECOND-SECRET-{uuid.uuid4().hex[:6]}")
+    for m, tenant in ((first, "acme"), (second, "globex")):
+        site.store.mint(thread, marker(m.interrupt_id, name=m.name, secret=m.secret), actor="agent", tenant=tenant)
+    with pytest.raises(InterruptExpiredError):
+        site.store.resume(thread, first.interrupt_id, {"approved": True}, actor="ann")
+    history = site.store.history(thread)
+    (expired,) = [e for e in history if e.type == EXPIRED]
+    assert expired.data["superseded_by"] == second.interrupt_id  # the log keeps it
+    assert history[-1].type == RESUME_REJECTED and history[-1].interrupt_id == first.interrupt_id
+
+    try:
+        _walk_the_switched_thread(site, history, first, second)
+    finally:  # the other tests count open interrupts: this one leaves none
+        site.store.resume(thread, second.interrupt_id, {"approved": False}, actor="gus")
+
+
+def _walk_the_switched_thread(site: Site, history: list[Any], first: Minted, second: Minted) -> None:
+    thread = first.thread_id
+    (expired,) = [e for e in history if e.type == EXPIRED]
+    for who, shown in (("ann", {"first"}), ("gus", {"second"}), ("root", {"first", "second"}), ("pat", set())):
+        texts: list[str] = []
+        with site.as_(who) as client:
+            paths = [f"/api/threads/{_path(thread)}/events", f"/threads/{_path(thread)}",
+                     "/api/events?limit=1000", "/api/audit", "/api/interrupts", "/"]
+            for m in (first, second):
+                paths += [f"/api/interrupts/{_path(thread, m.interrupt_id)}",
+                          f"/interrupts/{_path(thread, m.interrupt_id)}"]
+            for path in paths:
+                r = client.get(path)
+                texts.append(r.text if r.status_code == 200 else "")
+            replay = client.get(f"/api/threads/{_path(thread)}/events")
+        if shown:
+            ids = {m.interrupt_id for label, m in (("first", first), ("second", second)) if label in shown}
+            last = max(e.position for e in history if e.interrupt_id in ids)
+            texts.append(_stream_text(site, who, last))
+        everything = "\n".join(texts)
+        for label, m in (("first", first), ("second", second)):
+            for secret in (m.interrupt_id, m.name, m.secret):
+                assert (secret in everything) is (label in shown), (who, label, secret)
+        if who == "ann":
+            steps = replay.json()
+            (seen_expiry,) = [s["event"] for s in steps if s["event"]["type"] == EXPIRED]
+            assert seen_expiry["data"] == {k: v for k, v in expired.data.items() if k != "superseded_by"}
+            assert steps[-1]["event"]["type"] == RESUME_REJECTED
+            assert steps[-1]["state"][PENDING_KEY] is None  # globex's marker was pending then
+        if who == "root":
+            assert replay.json()[-1]["state"][PENDING_KEY]["interrupt_id"] == second.interrupt_id
 
 
 # --- tenants from a JWT claim and a trusted header -----------------------------------

@@ -1,0 +1,90 @@
+"""What a principal may see of a thread's log (SPEC §15).
+
+A principal with tenants sees the events of its tenants' interrupts; events of no
+interrupt are shown to ``"*"`` principals only. A thread's interrupts need not share a
+tenant (a graph may be run for another tenant later on the same thread), so an event a
+principal may see can still name an interrupt it may not: a superseded marker's expiry
+names the marker that superseded it (``superseded_by``), and a replayed state holds the
+marker pending at that moment. Both are taken out of what the principal is shown --
+the reference dropped, the pending marker shown as none -- so another tenant's
+interrupt stays indistinguishable from one that does not exist.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..protocol import PENDING_KEY
+
+if TYPE_CHECKING:
+    from ..events import StoredEvent
+    from .principal import Principal
+
+REFERENCES = ("superseded_by",)
+"""Keys of an event's data naming another interrupt of the same thread."""
+
+Key = tuple[str, str]
+
+
+def _references(event: StoredEvent) -> Iterable[Key]:
+    for name in REFERENCES:
+        value = event.data.get(name)
+        if isinstance(value, str):
+            yield (event.thread_id, value)
+
+
+def _pending_key(thread_id: str, state: dict[str, Any]) -> Key | None:
+    marker = state.get(PENDING_KEY)
+    value = marker.get("interrupt_id") if isinstance(marker, dict) else None
+    return (thread_id, value) if isinstance(value, str) else None
+
+
+def _seer(store: Any, principal: Principal, keys: set[Key]) -> Callable[[Key], bool]:
+    """May ``principal`` see the interrupt of a key? (Never minted: no.)"""
+    tenants = store.interrupt_tenants(keys) if keys else {}
+    return lambda key: key in tenants and principal.sees(tenants[key])
+
+
+def _shown(event: StoredEvent, sees: Callable[[Key], bool]) -> StoredEvent | None:
+    if event.interrupt_id is None or not sees((event.thread_id, event.interrupt_id)):
+        return None
+    hidden = {
+        name for name in REFERENCES
+        if isinstance(value := event.data.get(name), str) and not sees((event.thread_id, value))
+    }
+    if not hidden:
+        return event
+    return dataclasses.replace(event, data={k: v for k, v in event.data.items() if k not in hidden})
+
+
+def visible_events(store: Any, principal: Principal, events: Sequence[StoredEvent]) -> list[StoredEvent]:
+    """The events ``principal`` may see, each without references to interrupts it may not."""
+    if principal.scope is None:
+        return list(events)
+    keys = {(e.thread_id, e.interrupt_id) for e in events if e.interrupt_id is not None}
+    keys.update(key for e in events for key in _references(e))
+    sees = _seer(store, principal, keys)
+    return [shown for e in events if (shown := _shown(e, sees)) is not None]
+
+
+def visible_steps(
+    store: Any, principal: Principal, steps: Sequence[tuple[StoredEvent, dict[str, Any]]]
+) -> list[tuple[StoredEvent, dict[str, Any]]]:
+    """A replay's ``(event, state)`` steps ``principal`` may see; a state's pending marker
+    of an interrupt it may not see is shown as none."""
+    if principal.scope is None:
+        return list(steps)
+    keys = {(e.thread_id, e.interrupt_id) for e, _ in steps if e.interrupt_id is not None}
+    keys.update(key for e, _ in steps for key in _references(e))
+    keys.update(key for e, s in steps if (key := _pending_key(e.thread_id, s)) is not None)
+    sees = _seer(store, principal, keys)
+    out = []
+    for event, state in steps:
+        shown = _shown(event, sees)
+        if shown is None:
+            continue
+        pending = _pending_key(event.thread_id, state)
+        out.append((shown, state if pending is None or sees(pending) else {**state, PENDING_KEY: None}))
+    return out
