@@ -50,6 +50,8 @@ API_KEY_ENV = "LANGGRAPH_API_KEY"
 ANSWER_ID_KEY = "symfonic_answer_id"
 """As :data:`symfonic_store.langgraph.answer_id.ANSWER_ID_KEY` (not imported: this module
 loads without LangGraph)."""
+TENANT_KEY = "tenant"
+"""As :data:`symfonic_store.langgraph.actor.TENANT_KEY` (the same reason)."""
 _ANSWER_NAMESPACE = uuid.UUID("5b0f2f3c-6a52-4f5e-9b7c-1c7f0c2a9e41")
 TIMEOUT = 300.0
 """Seconds a run may take before its outcome is called unknown."""
@@ -261,6 +263,9 @@ class ServedGraphs:
             )
         self.store.claim(t, i, value, actor=a, authenticated_by=authenticated_by, approvers=approvers)
         configurable = {ANSWER_ID_KEY: answer_id(t, i), "actor": a}
+        tenant = self.store.interrupt_tenants([(t, i)]).get((t, i))
+        if tenant is not None:  # what the run mints next belongs where this interrupt does
+            configurable[TENANT_KEY] = tenant
         try:
             result = self._resume(t, i, self._assistant(record), value, configurable)
         except AgentServerError as exc:

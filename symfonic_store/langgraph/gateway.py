@@ -225,7 +225,14 @@ class InterruptGateway:
         authenticated_by: str | None = None,
         approvers: tuple[str, ...] = (),
     ) -> _Plan:
-        cfg = self._tag(_config(thread_id, actor, config))
+        base = _config(thread_id, actor, config)
+        if base["configurable"].get(TENANT_KEY) is None:
+            # What the run mints next belongs where the answered interrupt does: its
+            # tenant, before the gateway's default (a config naming one still wins).
+            found = yield _Store("interrupt_tenants", ([(thread_id, interrupt_id)],))
+            if found.get((thread_id, interrupt_id)) is not None:
+                base["configurable"][TENANT_KEY] = found[(thread_id, interrupt_id)]
+        cfg = self._tag(base)
         cfg["configurable"][ANSWER_ID_KEY] = answer_id(thread_id, interrupt_id)
         who = {"actor": actor, "authenticated_by": authenticated_by, "approvers": approvers}
         snapshot = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
@@ -275,7 +282,7 @@ class InterruptGateway:
                 thread_id=thread_id, interrupt_id=interrupt_id, error=_describe(exc),
             ) from exc
         yield from self._after_running(
-            thread_id, interrupt_id, self._settle_answer(thread_id, interrupt_id, target, saved, actor)
+            thread_id, interrupt_id, self._settle_answer(thread_id, interrupt_id, target, saved, actor, cfg)
         )
         return result
 
@@ -289,7 +296,8 @@ class InterruptGateway:
             raise failed_while_running(thread_id, interrupt_id, exc, resumed=resumed) from exc
 
     def _settle_answer(
-        self, thread_id: str, interrupt_id: str, target: dict[str, Any], saved: int, actor: str
+        self, thread_id: str, interrupt_id: str, target: dict[str, Any], saved: int, actor: str,
+        cfg: dict[str, Any],
     ) -> _Plan:
         """After the graph ran: taken (the claim becomes the answer) or left pending."""
         after = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
@@ -304,7 +312,7 @@ class InterruptGateway:
         yield _Store("confirm", (thread_id, interrupt_id))
         yield _Store(
             "record_waiting", (thread_id, waiting_on(after)),
-            {"actor": actor, "graph": self.name, "tenant": self.tenant},
+            {"actor": actor, "graph": self.name, "tenant": tenant_of(cfg, self.tenant)},
         )
 
     def _answer_breakpoint(

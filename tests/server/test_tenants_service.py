@@ -10,9 +10,9 @@ import io
 import json
 import uuid
 from collections.abc import Iterator
-from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import httpx

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, TypedDict
 
 import pytest
 import sqlalchemy as sa
@@ -262,3 +263,52 @@ def test_the_stores_checkpointer_mints_for_the_configs_tenant(store: InterruptSt
     graph.invoke({}, config_for("t-step", tenant="acme"))
     InterruptGateway(graph, store, tenant="globex").invoke({}, config_for("t-gate"))
     assert {r.thread_id: r.tenant for r in store.audit()} == {"t-step": "acme", "t-gate": "globex"}
+
+
+
+class Steps(TypedDict, total=False):
+    answers: list[Any]
+
+
+def _two_step_graph(checkpointer: Any) -> Any:
+    """Two nodes, each asking a person in turn (``interrupt()``)."""
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import interrupt
+
+    def first(state: Steps) -> Steps:
+        return {"answers": [interrupt({"name": "first"})]}
+
+    def second(state: Steps) -> Steps:
+        return {"answers": [*state.get("answers", []), interrupt({"name": "second"})]}
+
+    builder = StateGraph(Steps)
+    builder.add_node("first", first)
+    builder.add_node("second", second)
+    builder.add_edge(START, "first")
+    builder.add_edge("first", "second")
+    builder.add_edge("second", END)
+    return builder.compile(checkpointer=checkpointer)
+
+
+@pytest.mark.parametrize("saver", ["memory", "store"])
+def test_an_interrupt_minted_after_an_answer_keeps_the_answered_ones_tenant(
+    store: InterruptStore, saver: str
+) -> None:
+    """The gateway's answer runs the graph on to its next interrupt: that one belongs to
+    the answered one's tenant, not to the gateway's default; an answer's config naming a
+    tenant still wins."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    graph = _two_step_graph(store.checkpointer() if saver == "store" else InMemorySaver())
+    gate = InterruptGateway(graph, store, tenant="dflt")
+    cases = (("t-acme", "acme", None), ("t-plain", None, None), ("t-moved", "acme", "initech"))
+    for thread, minted_for, answered_for in cases:
+        gate.invoke({}, config_for(thread, **({} if minted_for is None else {"tenant": minted_for})))
+        (first,) = [p for p in store.list_pending() if p["thread_id"] == thread]
+        answer_config = None if answered_for is None else config_for(thread, tenant=answered_for)
+        gate.answer(thread, first["interrupt_id"], "yes", actor="ann", config=answer_config)
+    assert {(r.thread_id, r.name): r.tenant for r in store.audit()} == {
+        ("t-acme", "first"): "acme", ("t-acme", "second"): "acme",
+        ("t-plain", "first"): "dflt", ("t-plain", "second"): "dflt",
+        ("t-moved", "first"): "acme", ("t-moved", "second"): "initech",
+    }
