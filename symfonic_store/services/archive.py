@@ -4,7 +4,10 @@ An archive is a JSON Lines file (gzip when its name ends in ``.gz``):
 
 - line 1, the header: ``{"format": "symfonic-store/archive/1", "before": ..., "created_at": ...}``;
 - one line per event, the event's columns (``StoredEvent.as_dict()``), each thread's events
-  together and in version order;
+  together and in version order; the line of a mint that had a tenant (SPEC §15) adds
+  ``"tenant": <name>`` (the column beside the event, outside its hashed data: the content
+  hash and the signature cover it, the event's hash does not). Lines without a tenant
+  are exactly the event's columns, as before tenants existed;
 - the last line, the signed manifest: ``{"manifest": {...}, "signature": ...}``. The
   manifest holds the SHA-256 of every byte before it (``content``), the number of
   events, and per thread its archived head ``[thread_id, base_version, base_position,
@@ -33,9 +36,8 @@ from sqlalchemy.engine import Connection
 
 from ..db import guards
 from ..db.statements import evidence as sql
-from ..db.statements import log
 from ..errors import ConcurrencyConflictError, EvidenceError, InvalidInputError
-from ..events import GENESIS_HASH, StoredEvent, canonical_json
+from ..events import GENESIS_HASH, MINTED, StoredEvent, canonical_json
 from .evidence.commitment import Tip
 from .evidence.keys import key_id, sign, signature_holds
 
@@ -96,7 +98,8 @@ def _open(path: Path, mode: str) -> IO[bytes]:
 
 
 def event_from_dict(row: Mapping[str, Any]) -> StoredEvent:
-    """An event from its archived line.
+    """An event from its archived line (its ``tenant``, when it has one, is checked and
+    left out: see :func:`tenant_from_dict`).
 
     Raises:
         ValueError: a column is missing or of the wrong type.
@@ -125,7 +128,22 @@ def event_from_dict(row: Mapping[str, Any]) -> StoredEvent:
         and event.occurred_at.tzinfo is not None
     ):
         raise ValueError("an event line with a column of the wrong type")
+    tenant_from_dict(row)
     return event
+
+
+def tenant_from_dict(row: Mapping[str, Any]) -> str | None:
+    """The tenant an archived line carries (a mint's, SPEC §15), or None (no ``tenant`` key).
+
+    Raises:
+        ValueError: the ``tenant`` is not a non-empty string.
+    """
+    if "tenant" not in row:
+        return None
+    tenant = row["tenant"]
+    if not isinstance(tenant, str) or not tenant:
+        raise ValueError("an event line whose tenant is not a non-empty string")
+    return tenant
 
 
 @dataclass
@@ -157,19 +175,38 @@ class Archive:
         Raises:
             EvidenceError: the file changed since it was read, or a line is not an event.
         """
+        for event, _ in self._lines():
+            yield event
+
+    def tenants(self) -> dict[tuple[str, str], str]:
+        """The tenant of every archived mint that had one (SPEC §15), by ``(thread_id,
+        interrupt_id)`` (re-reading the file; mints without a tenant are not listed).
+
+        Raises:
+            EvidenceError: the file changed since it was read, or a line is not an event.
+        """
+        return {
+            (event.thread_id, event.interrupt_id): tenant
+            for event, tenant in self._lines()
+            if tenant is not None and event.type == MINTED and event.interrupt_id is not None
+        }
+
+    def _lines(self) -> Iterator[tuple[StoredEvent, str | None]]:
         with _open(self.path, "r") as handle:
             lines = iter(handle)
             next(lines, None)  # the header
             previous: bytes | None = None
             for line in lines:
                 if previous is not None:
-                    yield self._event(previous)
+                    yield self._line(previous)
                 previous = line
             # the last line is the manifest
 
-    def _event(self, line: bytes) -> StoredEvent:
+    def _line(self, line: bytes) -> tuple[StoredEvent, str | None]:
+        """An event line's event and tenant."""
         try:
-            return event_from_dict(json.loads(line))
+            row = json.loads(line)
+            return event_from_dict(row), tenant_from_dict(row)
         except ValueError as exc:
             raise EvidenceError(f"the archive {str(self.path)!r} holds a line that is not an event ({exc})") from None
 
@@ -283,7 +320,7 @@ def verify_archive(
             for line in lines:
                 if previous is not None:
                     digest.update(previous)
-                    _check_event(archive, archive._event(previous), seen, order, check)
+                    _check_event(archive, archive._line(previous)[0], seen, order, check)
                 previous = line
     except (OSError, EOFError) as exc:
         check.problems.append(f"cannot read it: {exc}")
@@ -425,7 +462,7 @@ def write(
                     )
                 heads.append(ArchivedHead(thread_id, *first, tip.version, tip.position, tip.last_hash, run_ids.get(thread_id)))
 
-            for event in log.stream_events(conn, sql.events_of_threads_query(chunk)):
+            for event, tenant in sql.events_of_threads(conn, chunk):
                 if event.thread_id != current:
                     if current is not None:
                         close(current, tip, first)
@@ -451,7 +488,8 @@ def write(
                         "`symfonic-store verify`; nothing was archived",
                         thread_id=event.thread_id, position=event.position,
                     )
-                out(event.as_dict())
+                # A mint's tenant is beside its columns; every other line is the event alone.
+                out(event.as_dict() if tenant is None else {**event.as_dict(), "tenant": tenant})
                 count += 1
             if current is not None:
                 close(current, tip, first)

@@ -11,10 +11,11 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ...events import ENDINGS, MINTED
+from ...events import ENDINGS, MINTED, StoredEvent
 from ..backends import backend_of
 from ..rows import (
     EVENT_COLUMNS,
+    to_event,
 )
 from ..schema import (
     archived_read_keys,
@@ -99,12 +100,28 @@ def events_between_query(after: int, upto: int) -> sa.Select[Any]:
     )
 
 
-def events_of_threads_query(thread_ids: Sequence[str]) -> sa.Select[Any]:
-    return (
-        sa.select(*EVENT_COLUMNS)
+def events_of_threads(
+    conn: Connection, thread_ids: Sequence[str], *, batch: int = 1000
+) -> Iterator[tuple[StoredEvent, str | None]]:
+    """The events of ``thread_ids`` by thread and version, each with its ``tenant`` column
+    (a mint's tenant, SPEC §15; None elsewhere), in bounded memory (a server-side cursor
+    on PostgreSQL).
+
+    The tenant is selected beside the event's columns, not in :class:`StoredEvent`: it is
+    outside the hashed data, and only the archive needs it with the events.
+    """
+    query = (
+        sa.select(*EVENT_COLUMNS, events.c.tenant)
         .where(events.c.thread_id.in_(list(thread_ids)))
         .order_by(events.c.thread_id, events.c.version)
     )
+    result = conn.execute(query, execution_options={"yield_per": batch})
+    try:
+        for row in result:
+            *columns, tenant = tuple(row)
+            yield to_event(columns), tenant
+    finally:
+        result.close()
 
 
 def threads_with_events_between(conn: Connection, after: int, upto: int) -> list[str]:
