@@ -487,7 +487,7 @@ class Approvals:
         approvers: tuple[str, ...] = ()
         quorum = None if self.policy is None else self.policy.quorum_for(record.get("name"))
         if quorum is not None:
-            voted = self._vote(principal, thread_id, interrupt_id, response, record.get("actor"), quorum)
+            voted = self._vote(principal, thread_id, interrupt_id, response, record, quorum)
             if isinstance(voted, Result):
                 return voted
             approvers = voted
@@ -562,14 +562,17 @@ class Approvals:
         thread_id: str,
         interrupt_id: str,
         response: Any,
-        requester: str | None,
+        record: Mapping[str, Any],
         quorum: tuple[int, bool, bool],
     ) -> Result | tuple[str, ...]:
         """Record ``principal``'s vote: a :class:`Result` when it does not resume the
         interrupt (voted, refused), else the approvers to resume it with (empty for a veto)."""
         needed, veto, four_eyes = quorum
-        words = builtin(None, response)
-        decision = words[0] if len(words) == 1 else None
+        requester = record.get("actor")
+        # Read by the interrupt's schema, as its answer is (SPEC §8): an Agent Inbox accept
+        # is a list, a HITL approval a list of decisions -- a batch votes when they agree.
+        words = builtin(record.get("payload"), response, breakpoint=bool(record.get("breakpoint")))
+        decision = words[0] if len(set(words)) == 1 else None
         if decision not in (*rule.APPROVING, rule.VETOING):
             return _error(
                 422,

@@ -165,6 +165,30 @@ def test_a_reject_vetoes_unless_veto_is_false_and_other_decisions_are_422(site: 
     assert vote(site, "fin3", t2, i2).json()["outcome"] == "resumed"
 
 
+def test_a_vote_is_read_by_the_interrupts_schema(site: Site) -> None:
+    """A HITL request's vote is its decisions: when they disagree it is 422, nothing written;
+    when they all approve it is an approve vote, and two resume it with both approvers."""
+    t = thread("hitl")
+    requests = [{"name": "wire", "args": {"to": "x"}}, {"name": "log", "args": {}}]
+    i = mint(site.store, t, name="two_of_finance", actor="requester", action_requests=requests,
+             review_configs=[{"action_name": "wire", "allowed_decisions": ["approve", "reject"]}])
+
+    def decide(name: str, *types: str) -> httpx.Response:
+        with site.as_(name) as client:
+            return client.post(answer_path(t, i), json={
+                "response": {"decisions": [{"type": x} for x in types]}, "digest": digest_of(site.store, t, i)})
+
+    before = len(site.store.history(t))
+    mixed = decide("fin1", "approve", "reject")
+    assert mixed.status_code == 422 and len(site.store.history(t)) == before, mixed.text
+    first = decide("fin1", "approve", "approve")
+    assert (first.status_code, first.json()) == (200, {"outcome": "voted", "votes": 1, "needed": 2})
+    (voted,) = [e for e in site.store.history(t) if e.type == VOTED]
+    assert voted.data["decision"] == "approve"
+    done = decide("fin2", "approve", "approve")
+    assert done.status_code == 200 and done.json()["approvers"] == ["fin1", "fin2"], done.text
+
+
 def test_the_requester_may_not_vote_under_four_eyes(site: Site) -> None:
     """four_eyes: the requester's vote is 403 and recorded as a refusal, not a vote."""
     t = thread("4eyes")

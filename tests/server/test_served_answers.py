@@ -4,7 +4,8 @@ the sweep answer and wake graphs a real Agent Server serves, through ``langgraph
 
 One Agent Server per backend for the module (:mod:`agent_server_rig`); its auth handler
 knows the people (bearer tokens) and the service's own account (``x-api-key``). The graph
-counts its side effect in a file, once per answer id.
+counts its side effect in a file, once per answer id. A second approval service on the same
+store and server (``voting``) decides the graph's interrupt by a quorum of two (SPEC §15).
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ import pytest
 from agent_server_rig import TOKENS, AgentServer, free_port, served
 from cli_helpers import cli_env
 from freezegun import freeze_time
-from service_rig import answer_path, digest_of, serve, write_tokens
+from service_rig import Served, answer_path, digest_of, serve, write_json, write_tokens
 
 from symfonic_store import InterruptStore
 from symfonic_store.agent_server_client import ServedGraphs
-from symfonic_store.events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED
+from symfonic_store.events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED, VOTED
 from symfonic_store.services.sweep import CLAIM_LEASE_SECONDS
 
 SERVICE_KEY = "key-of-the-approval-service"
@@ -68,14 +69,30 @@ EFFECTS = os.environ["SERVED_EFFECTS"]
 
 class State(TypedDict, total=False):
     amount: int
+    inbox: bool
     answer: Any
 
 
+def _request(state: State) -> Any:
+    if state.get("inbox"):  # an Agent Inbox HumanInterrupt, named by its action
+        return [{"action_request": {"action": "refund", "args": {"amount": state.get("amount")}},
+                 "config": {"allow_ignore": True, "allow_respond": True, "allow_edit": False,
+                            "allow_accept": True},
+                 "description": "Refund?"}]
+    return {"name": "refund", "amount": state.get("amount")}
+
+
+def _approved(answer: Any) -> bool:
+    if isinstance(answer, list) and answer and isinstance(answer[0], dict):
+        return answer[0].get("type") == "accept"
+    return isinstance(answer, dict) and answer.get("approved") is True
+
+
 def pay(state: State, config: RunnableConfig) -> State:
-    answer = interrupt({"name": "refund", "amount": state.get("amount")})
+    answer = interrupt(_request(state))
     if isinstance(answer, dict) and answer.get("explode"):
         raise ValueError("this answer is not one the graph takes")
-    if isinstance(answer, dict) and answer.get("approved") is True:
+    if _approved(answer):
         with open(EFFECTS, "a", encoding="utf-8") as f:  # a sync node runs in a worker thread
             f.write(json.dumps(config["configurable"].get("symfonic_answer_id")) + "\\n")
     return {"answer": answer}
@@ -87,9 +104,14 @@ builder.add_edge(START, "pay")
 builder.add_edge("pay", END)
 graph = builder.compile()
 '''
-"""Pauses once; on an approval, pays (appends the answer id to a file)."""
+"""Pauses once (``inbox``: with an Agent Inbox request); on an approval or an accept, pays
+(appends the answer id to a file)."""
 
 PEOPLE = {"dana": ("tok-dana", ["approver"]), "erin": ("tok-erin", ["approver"])}
+VOTERS = {**PEOPLE, "fay": ("tok-fay", ["approver"])}
+"""The principals of the quorum's service (SPEC §15): a third, for a vote after one not taken."""
+QUORUM_POLICY = {"refund": {"roles": ["approver"], "quorum": 2}}
+"""The served graph's interrupt (named ``refund``) decided by two approvers."""
 
 
 @pytest.fixture(
@@ -120,10 +142,23 @@ def setup(
             store.close()
 
 
-def _waiting(server: AgentServer, amount: int = 42) -> tuple[str, str]:
+@pytest.fixture(scope="module")
+def voting(setup: dict[str, Any]) -> Iterator[Served]:
+    """A second approval service on the module's store and Agent Server, whose policy makes
+    each answer to the served graph's interrupt a vote of a quorum of two."""
+    folder = setup["key_file"].parent
+    tokens = write_tokens(folder / "voters.json", VOTERS)
+    policy = write_json(folder / "quorum-policy.json", QUORUM_POLICY)
+    with serve(setup["url"], "--tokens", str(tokens), "--policy", str(policy),
+               "--langgraph-url", setup["server"].url,
+               "--langgraph-api-key-file", str(setup["key_file"])) as service:
+        yield service
+
+
+def _waiting(server: AgentServer, amount: int = 42, *, inbox: bool = False) -> tuple[str, str]:
     alice = server.client("tok-alice")
     thread_id = str(alice.threads.create(metadata={"test": uuid.uuid4().hex})["thread_id"])
-    (pending,) = alice.runs.wait(thread_id, "pay", input={"amount": amount})["__interrupt__"]
+    (pending,) = alice.runs.wait(thread_id, "pay", input={"amount": amount, "inbox": inbox})["__interrupt__"]
     return thread_id, str(pending["id"])
 
 
@@ -140,6 +175,19 @@ def _post(setup: dict[str, Any], who: str, thread_id: str, interrupt_id: str, re
     with setup["service"].client(PEOPLE[who][0]) as http:
         return http.post(answer_path(thread_id, interrupt_id), json={
             "response": response, "digest": digest_of(store, thread_id, interrupt_id)})
+
+
+def _vote(
+    setup: dict[str, Any], voting: Served, who: str, thread_id: str, interrupt_id: str, response: Any
+) -> Any:
+    with voting.client(VOTERS[who][0]) as http:
+        return http.post(answer_path(thread_id, interrupt_id), json={
+            "response": response, "digest": digest_of(setup["store"], thread_id, interrupt_id)})
+
+
+def _runs(server: AgentServer, thread_id: str) -> int:
+    """How many runs the Agent Server made on the thread (the first, then one per resume)."""
+    return len(server.client("tok-alice").runs.list(thread_id, limit=100))
 
 
 def test_the_service_answers_through_the_agent_server(setup: dict[str, Any]) -> None:
@@ -291,6 +339,117 @@ def test_a_claim_whose_service_stopped_is_settled_by_the_sweep_from_the_servers_
     assert (marked.actor, marked.data["why"]) == ("dana", "outcome_unknown")
     store.settle(thread_id, interrupt_id, outcome="not_taken", actor="ops")
     assert _post(setup, "erin", thread_id, interrupt_id, {"approved": True}).status_code == 200
+    assert _paid(setup["effects"], store, thread_id) == 1
+
+
+def test_a_quorum_of_two_resumes_the_served_graph_once_with_both_approvers(
+    setup: dict[str, Any], voting: Served,
+) -> None:
+    """The first vote is 200 voted 1 of 2 and the served thread stays interrupted, nothing
+    paid; the same principal again is 409 'already voted', nothing written; the second
+    principal's vote resumes the served graph once, with both approvers on the resume and
+    in the audit."""
+    server, store = setup["server"], setup["store"]
+    thread_id, interrupt_id = _waiting(server)
+    alice = server.client("tok-alice")
+    first = _vote(setup, voting, "dana", thread_id, interrupt_id, {"approved": True})
+    assert (first.status_code, first.json()) == (200, {"outcome": "voted", "votes": 1, "needed": 2})
+    assert alice.threads.get(thread_id)["status"] == "interrupted"
+    assert [i["id"] for i in alice.threads.get_state(thread_id)["interrupts"]] == [interrupt_id]
+    assert _runs(server, thread_id) == 1
+    assert _paid(setup["effects"], store, thread_id) == 0
+    assert [e.type for e in store.history(thread_id)] == [MINTED, VOTED]
+    before = list(store.history(thread_id))
+    again = _vote(setup, voting, "dana", thread_id, interrupt_id, {"approved": True})
+    assert (again.status_code, again.json()) == (409, {"error": "already voted"})
+    assert list(store.history(thread_id)) == before
+    assert _runs(server, thread_id) == 1
+    done = _vote(setup, voting, "erin", thread_id, interrupt_id, {"approved": True})
+    assert done.status_code == 200, done.text
+    assert (done.json()["outcome"], done.json()["approvers"]) == ("resumed", ["dana", "erin"])
+    history = store.history(thread_id)
+    assert [(e.type, e.actor) for e in history] == [
+        (MINTED, "alice"), (VOTED, "dana"), (VOTED, "erin"), (RESUMED, "erin")]
+    resumed = history[-1]
+    assert resumed.data["approvers"] == ["dana", "erin"]
+    assert (resumed.data["authenticated_by"], resumed.data["server_user"]) == ("service:tokens", "svc")
+    assert alice.threads.get(thread_id)["status"] == "idle"
+    assert alice.threads.get_state(thread_id)["values"]["answer"] == {"approved": True}
+    assert _runs(server, thread_id) == 2
+    assert _paid(setup["effects"], store, thread_id) == 1
+    (record,) = store.audit(thread_id=thread_id)
+    assert list(record.approvers) == ["dana", "erin"]
+    # Decided: a late vote is refused, and the graph runs no more.
+    late = _vote(setup, voting, "fay", thread_id, interrupt_id, {"approved": True})
+    assert late.status_code == 409, late.text
+    assert _runs(server, thread_id) == 2 and _paid(setup["effects"], store, thread_id) == 1
+
+
+def test_a_reject_vote_vetoes_and_resumes_the_served_graph_with_the_rejection(
+    setup: dict[str, Any], voting: Served,
+) -> None:
+    """After one approving vote, a reject ends the interrupt at once: the served graph
+    resumes with the rejection (no approvers), and pays nothing."""
+    server, store = setup["server"], setup["store"]
+    thread_id, interrupt_id = _waiting(server)
+    assert _vote(setup, voting, "dana", thread_id, interrupt_id, {"approved": True}).status_code == 200
+    vetoed = _vote(setup, voting, "erin", thread_id, interrupt_id, {"approved": False})
+    assert vetoed.status_code == 200, vetoed.text
+    assert (vetoed.json()["outcome"], vetoed.json()["decision"]) == ("resumed", "reject")
+    assert "approvers" not in vetoed.json()
+    (resumed,) = [e for e in store.history(thread_id) if e.type == RESUMED]
+    assert resumed.actor == "erin" and resumed.data["response"] == {"approved": False}
+    assert "approvers" not in resumed.data
+    assert server.client("tok-alice").threads.get_state(thread_id)["values"]["answer"] == {"approved": False}
+    assert _runs(server, thread_id) == 2
+    assert _paid(setup["effects"], store, thread_id) == 0
+    (record,) = store.audit(thread_id=thread_id)
+    assert list(record.approvers) == []
+
+
+def test_a_completing_vote_the_served_graph_does_not_take_leaves_the_votes_standing(
+    setup: dict[str, Any], voting: Served,
+) -> None:
+    """The vote that completes the quorum is one the served graph raises on: 422 not_taken,
+    the interrupt stays open, and the next approving vote completes it (the graph pays once)."""
+    server, store = setup["server"], setup["store"]
+    thread_id, interrupt_id = _waiting(server)
+    assert _vote(setup, voting, "dana", thread_id, interrupt_id, {"approved": True}).status_code == 200
+    failed = _vote(setup, voting, "erin", thread_id, interrupt_id, {"approved": True, "explode": True})
+    assert failed.status_code == 422, failed.text
+    assert failed.json()["outcome"] == "not_taken"
+    assert [o["interrupt_id"] for o in store.open_interrupts(thread_id)] == [interrupt_id]
+    # The failed run leaves the thread's status "error", still waiting on the interrupt.
+    assert [i["id"] for i in server.client("tok-alice").threads.get_state(thread_id)["interrupts"]] == [interrupt_id]
+    done = _vote(setup, voting, "fay", thread_id, interrupt_id, {"approved": True})
+    assert done.status_code == 200 and done.json()["outcome"] == "resumed", done.text
+    history = store.history(thread_id)
+    assert [e.actor for e in history if e.type == VOTED] == ["dana", "erin", "fay"]
+    (resumed,) = [e for e in history if e.type == RESUMED]
+    approvers = resumed.data["approvers"]
+    assert resumed.actor == "fay" and approvers[-1] == "fay"
+    assert len(set(approvers)) == 2 and set(approvers) <= {"dana", "erin", "fay"}
+    assert server.client("tok-alice").threads.get_state(thread_id)["values"]["answer"] == {"approved": True}
+    assert _paid(setup["effects"], store, thread_id) == 1
+
+
+def test_agent_inbox_accepts_are_votes_of_the_quorum(setup: dict[str, Any], voting: Served) -> None:
+    """An Agent Inbox request answered as Agent Inbox answers it (``[{"type": "accept"}]``):
+    each accept is an approving vote, read by the request's schema (SPEC §8's rules), and
+    the second resumes the served graph once with both approvers."""
+    server, store = setup["server"], setup["store"]
+    thread_id, interrupt_id = _waiting(server, inbox=True)
+    accept = [{"type": "accept", "args": None}]
+    first = _vote(setup, voting, "dana", thread_id, interrupt_id, accept)
+    assert (first.status_code, first.json()) == (200, {"outcome": "voted", "votes": 1, "needed": 2})
+    (voted,) = [e for e in store.history(thread_id) if e.type == VOTED]
+    assert voted.data["decision"] == "accept"
+    done = _vote(setup, voting, "erin", thread_id, interrupt_id, accept)
+    assert done.status_code == 200, done.text
+    assert (done.json()["outcome"], done.json()["decision"]) == ("resumed", "accept")
+    (resumed,) = [e for e in store.history(thread_id) if e.type == RESUMED]
+    assert (resumed.actor, resumed.data["approvers"]) == ("erin", ["dana", "erin"])
+    assert server.client("tok-alice").threads.get_state(thread_id)["values"]["answer"] == accept
     assert _paid(setup["effects"], store, thread_id) == 1
 
 
