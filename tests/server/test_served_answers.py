@@ -70,7 +70,9 @@ EFFECTS = os.environ["SERVED_EFFECTS"]
 class State(TypedDict, total=False):
     amount: int
     inbox: bool
+    again: bool
     answer: Any
+    confirmed: Any
 
 
 def _request(state: State) -> Any:
@@ -98,14 +100,20 @@ def pay(state: State, config: RunnableConfig) -> State:
     return {"answer": answer}
 
 
+def confirm(state: State) -> State:
+    return {"confirmed": interrupt({"name": "confirm"})}
+
+
 builder = StateGraph(State)
 builder.add_node("pay", pay)
+builder.add_node("confirm", confirm)
 builder.add_edge(START, "pay")
-builder.add_edge("pay", END)
+builder.add_conditional_edges("pay", lambda s: "confirm" if s.get("again") else END)
+builder.add_edge("confirm", END)
 graph = builder.compile()
 '''
 """Pauses once (``inbox``: with an Agent Inbox request); on an approval or an accept, pays
-(appends the answer id to a file)."""
+(appends the answer id to a file); ``again``: then pauses a second time (``confirm``)."""
 
 PEOPLE = {"dana": ("tok-dana", ["approver"]), "erin": ("tok-erin", ["approver"])}
 VOTERS = {**PEOPLE, "fay": ("tok-fay", ["approver"])}
@@ -253,6 +261,24 @@ def test_an_answer_the_graph_raises_on_is_not_taken_and_the_next_is_admitted(
     (resumed,) = [e for e in store.history(thread_id) if e.type == RESUMED]
     assert resumed.actor == "erin"
     assert _paid(setup["effects"], store, thread_id) == 1
+
+
+def test_what_a_served_run_mints_after_an_answer_keeps_the_answered_ones_tenant(
+    setup: dict[str, Any],
+) -> None:
+    """The answer's run carries the answered interrupt's tenant: the graph's next interrupt
+    is that tenant's, not the service account's (which has none)."""
+    server, store = setup["server"], setup["store"]
+    alice = server.client("tok-alice")
+    thread_id = str(alice.threads.create(metadata={"test": uuid.uuid4().hex})["thread_id"])
+    (first,) = alice.runs.wait(thread_id, "pay", input={"amount": 7, "again": True},
+                               config={"configurable": {"tenant": "acme"}})["__interrupt__"]
+    ServedGraphs(store, server.url, api_key=SERVICE_KEY).answer(
+        thread_id, str(first["id"]), {"approved": True}, actor="dana")
+    (second,) = store.open_interrupts(thread_id)
+    assert second["interrupt_id"] != first["id"]
+    assert store.interrupt_tenants([(thread_id, str(first["id"])), (thread_id, second["interrupt_id"])]) == {
+        (thread_id, str(first["id"])): "acme", (thread_id, second["interrupt_id"]): "acme"}
 
 
 def test_an_unreachable_agent_server_is_a_503_and_nothing_is_written(
