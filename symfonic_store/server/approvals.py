@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import native
 from ..agent_server_client import AgentServerError
-from ..decisions import builtin, reported
+from ..decisions import decide, reported
 from ..errors import (
     AnswerNotTakenError,
     ConstraintViolationError,
@@ -569,9 +569,15 @@ class Approvals:
         interrupt (voted, refused), else the approvers to resume it with (empty for a veto)."""
         needed, veto, four_eyes = quorum
         requester = record.get("actor")
-        # Read by the interrupt's schema, as its answer is (SPEC §8): an Agent Inbox accept
-        # is a list, a HITL approval a list of decisions -- a batch votes when they agree.
-        words = builtin(record.get("payload"), response, breakpoint=bool(record.get("breakpoint")))
+        # Named as the answer would be (SPEC §12): the store's decisions function, else by
+        # the interrupt's schema (an Agent Inbox accept is a list, a HITL approval a list
+        # of decisions) -- a batch votes when its decisions agree.
+        try:
+            found = decide(self.store.decisions, record.get("name"),
+                           record.get("payload"), response, breakpoint=bool(record.get("breakpoint")))
+        except InvalidInputError as exc:
+            return _failed(exc)
+        words = found.get("decisions") or [found.get("decision")]
         decision = words[0] if len(set(words)) == 1 else None
         if decision not in (*rule.APPROVING, rule.VETOING):
             return _error(

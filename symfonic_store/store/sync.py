@@ -122,6 +122,12 @@ class InterruptStore(Integrations):
         return self._runner.operations.ttl_seconds
 
     @property
+    def decisions(self) -> DecisionRule | None:
+        """The ``decisions=`` function the store names answers' decisions with (SPEC §12),
+        or None for the built-in rules."""
+        return self._runner.operations.rules.decisions
+
+    @property
     def max_payload_bytes(self) -> int | None:
         """The largest JSON payload or response the store accepts, in bytes (None: no limit)."""
         return self._runner.operations.max_payload_bytes

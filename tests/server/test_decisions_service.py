@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from service_rig import (
@@ -20,6 +21,7 @@ from service_rig import (
     mint,
     serve,
     served_database,
+    write_json,
     write_tokens,
 )
 
@@ -27,9 +29,13 @@ from symfonic_store import InterruptStore
 from symfonic_store.events import MINTED
 from symfonic_store.services.audit import AUDIT_FIELDS
 
-PRINCIPALS = {"alice": ("alice-token", ["approver"])}
+PRINCIPALS = {"alice": ("alice-token", ["approver"]), "bob": ("bob-token", ["approver"])}
+POLICY = {"two_keys": {"roles": ["approver"], "quorum": 2}}
+"""Interrupts named ``two_keys`` are decided by two votes (SPEC §15); other names stay open."""
 RULES = '''\
 def decide(name, response):
+    if isinstance(response, dict) and response.get("ok"):
+        return "approve"
     if isinstance(response, dict) and response.get("boom"):
         raise RuntimeError("the rule failed")
     if isinstance(response, dict) and response.get("escalate"):
@@ -55,8 +61,9 @@ def site(served_db: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
     folder: Path = tmp_path_factory.mktemp("decisions")
     tokens = write_tokens(folder / "tokens.json", PRINCIPALS)
     (folder / "shop_decisions.py").write_text(RULES)
+    policy = write_json(folder / "policy.json", POLICY)
     store = InterruptStore(served_db)
-    with serve(served_db, "--tokens", str(tokens), cwd=folder,
+    with serve(served_db, "--tokens", str(tokens), "--policy", str(policy), cwd=folder,
                options=("--decisions", "shop_decisions:decide")) as server:
         yield Site(server, store)
     store.close()
@@ -96,3 +103,25 @@ def test_serve_asks_the_decisions_function_and_its_failure_is_400_with_nothing_w
         assert [e.type for e in site.store.history(t)] == [MINTED]
         done = client.post(answer_path(t, i), json={"response": {"escalate": True}, "digest": digest})
     assert done.status_code == 200 and done.json()["decision"] == "escalate"
+
+
+def test_a_quorum_vote_is_named_by_the_decisions_function_as_an_answer_is(site: Site) -> None:
+    """Under a quorum (SPEC §15) the vote's decision is the one the answer would get: the
+    function's word counts as an approval; its failure is 400 with nothing written."""
+    t = thread("two")
+    i = mint(site.store, t, name="two_keys")
+    digest = digest_of(site.store, t, i)
+
+    def vote(who: str, response: object) -> Any:
+        with site.server.client(PRINCIPALS[who][0]) as client:
+            return client.post(answer_path(t, i), json={"response": response, "digest": digest})
+
+    failed = vote("alice", {"boom": True})
+    assert failed.status_code == 400 and "decisions" in failed.json()["error"]
+    assert [e.type for e in site.store.history(t)] == [MINTED]
+    first = vote("alice", {"ok": True})
+    assert first.json() == {"outcome": "voted", "votes": 1, "needed": 2}
+    done = vote("bob", {"ok": True})
+    assert done.status_code == 200 and done.json()["outcome"] == "resumed", done.text
+    (record,) = site.store.audit(thread_id=t)
+    assert (record.decision, sorted(record.approvers)) == ("approve", ["alice", "bob"])
