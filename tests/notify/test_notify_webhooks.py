@@ -175,3 +175,26 @@ def test_every_request_has_a_timeout(store: InterruptStore, tmp_path: Path, rece
         assert n.run_once().total("failed") == 1
         assert n.status()[0]["last_error"].endswith("timed out")
     receiver.hold.set()
+
+
+def test_a_subscription_to_votes_and_assignments_is_told_who_voted_what(
+    store: InterruptStore, tmp_path: Path, receiver: Receiver
+) -> None:
+    """SPEC §15's events reach a subscription that asks for them: the assignment, each
+    vote with its voter and decision, and the quorum's resume -- nothing else."""
+    pending = mint(store, "t-q", name="refund_big", payload={"amount": 9}, actor="agent")
+    i = pending["interrupt_id"]
+    store.assign("t-q", i, to="finance", kind="role", actor="lead")
+    store.vote("t-q", i, "approve", {"approved": True}, actor="ann")
+    store.vote("t-q", i, "approve", {"approved": True}, actor="bob")
+    store.resume("t-q", i, {"approved": True}, actor="bob", approvers=("ann", "bob"))
+    config = hook_config(tmp_path, receiver.url, events=["interrupt.voted", "interrupt.assigned"])
+    with notifier(store, tmp_path, receiver, config=config) as n:
+        assert n.run_once().total("delivered") == 3
+    bodies = [Webhook(SECRET).verify(r.body, r.headers) for r in receiver.requests]
+    assert [(b["type"], b["data"]["actor"], b["data"]["decision"]) for b in bodies] == [
+        ("interrupt.assigned", "lead", None),
+        ("interrupt.voted", "ann", "approve"),
+        ("interrupt.voted", "bob", "approve"),
+    ]
+    assert {(b["data"]["name"], b["data"]["interrupt_id"]) for b in bodies} == {("refund_big", i)}
