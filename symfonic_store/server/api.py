@@ -26,8 +26,8 @@ from .. import validation
 from ..errors import DatabaseError, InvalidInputError
 from ..services.audit import AUDIT_FIELDS
 from . import tenancy
-from .approvals import BadRequest, audit_page_of, page_limit
 from .limits import BodyTooLarge, read_body
+from .paging import BadRequest, audit_page_of, page_limit
 from .principal import Principal
 from .unavailable import RETRY_AFTER_SECONDS, is_unavailable, unavailable
 from .web import Problem, principal, query, raw_ids, service

@@ -25,12 +25,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import DatabaseError, InvalidInputError
 from . import api
-from .approvals import Approvals, BadRequest
+from .approvals import Approvals
 from .auth import Authenticator, Network
 from .inbox import audit_page, pages
 from .lanes import Lanes, default_threads
 from .limits import RateLimits
 from .metrics import ServiceMetrics
+from .paging import BadRequest
 from .policy import Policy
 from .sessions import DEFAULT_LIFETIME, Sessions
 from .unavailable import is_unavailable, unavailable

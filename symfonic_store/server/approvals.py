@@ -24,8 +24,6 @@ completes the quorum -- or a ``reject`` with ``veto`` -- goes on to 5, with the 
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import hmac
 import json
@@ -59,19 +57,15 @@ from ..projection import is_native_mint
 from ..store import rules as rule
 from ..store.vote_ops import AlreadyVotedError
 from . import tenancy
+from .paging import DEFAULT_PAGE, after_cursor, decode_cursor, encode_cursor
 from .principal import Principal
 
 if TYPE_CHECKING:
     from ..agent_server_client import ServedGraphs
     from ..langgraph.gateway import InterruptGateway
-    from ..services.audit import AuditRecord
     from ..store import InterruptStore
 
 log = logging.getLogger("symfonic_store.server")
-
-DEFAULT_PAGE = 50
-MAX_PAGE = 1000
-
 
 def interrupt_digest(thread_id: str, interrupt_id: str, payload: Any) -> str:
     """The hex SHA-256 of the interrupt as shown (SPEC §9): what an answer must carry."""
@@ -82,56 +76,6 @@ def interrupt_digest(thread_id: str, interrupt_id: str, payload: Any) -> str:
         ensure_ascii=False,
     )
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-class BadRequest(Exception):
-    """A query parameter or body the API cannot use (400)."""
-
-
-def encode_cursor(key: list[Any]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str, size: int) -> list[Any]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        key = json.loads(raw)
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        raise BadRequest("after: not a cursor this API handed out (use the 'next' of a page)") from None
-    if not isinstance(key, list) or len(key) != size:
-        raise BadRequest("after: not a cursor this API handed out (use the 'next' of a page)")
-    return key
-
-
-def audit_key(record: AuditRecord) -> list[Any]:
-    """A record's place in the audit's order; a cursor is the last shown record's key."""
-    return [record.minted_at.isoformat(), record.thread_id, record.interrupt_id,
-            -1 if record.action_index is None else record.action_index]
-
-
-def audit_page_of(
-    records: Sequence[AuditRecord], *, after: str | None, limit: int
-) -> tuple[list[AuditRecord], str | None]:
-    """One page of ``records`` after the cursor ``after``, and the next page's cursor
-    (``GET /api/audit`` and the inbox's audit page: a cursor of one pages the other).
-
-    Raises:
-        BadRequest: ``after`` is not a cursor of this list.
-    """
-    keyed = sorted(((audit_key(r), r) for r in records), key=lambda pair: tuple(pair[0]))
-    if after is not None:
-        bound = tuple(decode_cursor(after, 4))
-        keyed = [(k, r) for k, r in keyed if tuple(k) > bound]
-    shown = keyed[:limit]
-    return [r for _, r in shown], encode_cursor(shown[-1][0]) if len(keyed) > limit else None
-
-
-def page_limit(value: str | None, default: int = DEFAULT_PAGE) -> int:
-    if value is None or value == "":
-        return default
-    if not value.isdigit() or not 1 <= int(value) <= MAX_PAGE:
-        raise BadRequest(f"limit: must be a whole number from 1 to {MAX_PAGE}")
-    return int(value)
 
 
 def _number(value: Any) -> float | None:
@@ -161,20 +105,6 @@ def _iso(moment: float | None) -> str | None:
 def _key(pending: Mapping[str, Any]) -> list[Any]:
     """An open interrupt's cursor: when it was minted, its thread and its id."""
     return [_number(pending.get("minted_at")) or 0.0, str(pending["thread_id"]), str(pending["interrupt_id"])]
-
-
-def _after(keyed: list[tuple[list[Any], Any]], cursor: list[Any]) -> list[tuple[list[Any], Any]]:
-    """What follows the cursor's interrupt in the store's order; when it is no longer
-    open, what follows its place (by when it was minted, then thread and id)."""
-    ids = [str(cursor[1]), str(cursor[2])]
-    for n, (key, _) in enumerate(keyed):
-        if key[1:] == ids:
-            return keyed[n + 1 :]
-    try:
-        bound = (float(cursor[0]), ids[0], ids[1])
-    except (TypeError, ValueError):
-        raise BadRequest("after: not a cursor this API handed out (use the 'next' of a page)") from None
-    return [(k, p) for k, p in keyed if (k[0], k[1], k[2]) > bound]
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,7 +206,7 @@ class Approvals:
             if (thread is None or p["thread_id"] == thread) and (name is None or p.get("name") == name)
         ]
         if after is not None:
-            keyed = _after(keyed, decode_cursor(after, 3))
+            keyed = after_cursor(keyed, decode_cursor(after, 3))
         page = keyed[:limit]
         items = [self.item(p, now) for _, p in page]
         return {"items": items, "next": encode_cursor(page[-1][0]) if len(keyed) > limit else None}

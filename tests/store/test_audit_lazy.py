@@ -32,7 +32,7 @@ from symfonic_store.db.schema import events
 from symfonic_store.decisions import builtin, reported
 from symfonic_store.events import ENDINGS, MINTED, RESUME_REJECTED, RESUMED, StoredEvent
 from symfonic_store.native import action_requests, is_breakpoint
-from symfonic_store.server.approvals import audit_key, audit_page_of
+from symfonic_store.server.paging import audit_key, audit_page_of
 from symfonic_store.services.audit import AUDIT_FIELDS, AuditRecord
 
 # --- the reference: the audit as it was built before its records were lazy ------------------

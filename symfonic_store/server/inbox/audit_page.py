@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ...errors import InvalidInputError
-from ..approvals import BadRequest, audit_page_of, page_limit
+from ..paging import BadRequest, audit_page_of, page_limit
 from ..web import query, service
 from .pages import _need, render
 
