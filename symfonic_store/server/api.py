@@ -239,6 +239,7 @@ async def audit(request: Request) -> Response:
             tenants=who.scope,
         )
         page, cursor = audit_page_of(records, after=query(request, "after"), limit=limit)
+        page = await svc.lanes.run(tenancy.visible_records, svc.store, who, page)
     except (BadRequest, InvalidInputError) as exc:
         raise _bad(exc) from None
     if output == "csv":
@@ -301,11 +302,19 @@ async def stream(request: Request) -> Response:
     first = await svc.lanes.run(svc.store.events, after=start, limit=STREAM_PAGE)
 
     async def tail() -> AsyncIterator[str]:
+        reader = who
         cursor, page = start, first
         quiet_since = checked = time.monotonic()
         yield "retry: 2000\n\n"
         while True:
-            shown = await svc.lanes.run(svc.approvals.visible_events, who, page)
+            if page:
+                # Asked again before each page it shows: a principal's tenants changed
+                # in the tokens file apply to an open stream too; revoked, it ends.
+                current = principal(request, session=True)
+                if current is None:
+                    return
+                reader = current
+            shown = await svc.lanes.run(svc.approvals.visible_events, reader, page)
             for event in shown:
                 data = json.dumps(event.as_dict(), ensure_ascii=False, separators=(",", ":"))
                 yield f"id: {event.position}\ndata: {data}\n\n"

@@ -93,6 +93,14 @@ def _assignee(data: Mapping[str, Any]) -> str:
     return f"role:{data.get('to')}" if data.get("kind") == "role" else str(data.get("to"))
 
 
+def assignment_of(assigned_to: str | None) -> dict[str, str] | None:
+    """An assignment as the store records it, from the API's form (``_assignee``)."""
+    if assigned_to is None:
+        return None
+    role = assigned_to.startswith("role:")
+    return {"to": assigned_to[5:] if role else assigned_to, "kind": "role" if role else "principal"}
+
+
 def _iso(moment: float | None) -> str | None:
     if moment is None:
         return None
@@ -240,6 +248,8 @@ class Approvals:
         except InvalidInputError:
             return None  # an id no interrupt can have (empty, too long)
         events = [e for e in history if e.interrupt_id == interrupt_id]
+        if principal is not None:  # what names another tenant's interrupt, left out
+            events = self.visible_events(principal, events)
         mint = next((e for e in events if e.type == MINTED), None)
         if mint is None:
             return None
@@ -278,7 +288,7 @@ class Approvals:
             reason=None if ending is None or ending.type != EXPIRED else ending.data.get("reason"),
             response=None if ending is None or ending.type != RESUMED else ending.data.get("response"),
             escalated_to=None if escalation is None else _roles(escalation.data.get("to")),
-            events=[e.as_dict() for e in (events if principal is None else self.visible_events(principal, events))],
+            events=[e.as_dict() for e in events],
         )
         if ending is None and is_native_mint(data):
             opened = next(
@@ -430,7 +440,8 @@ class Approvals:
                 )
                 waiting = [
                     {"interrupt_id": o["interrupt_id"], "name": o["name"]}
-                    for o in self.store.open_interrupts(thread_id)
+                    for o in tenancy.visible_open(self.store, principal, thread_id,
+                                                  self.store.open_interrupts(thread_id))
                 ]
                 return Result(200, {
                     "outcome": "resumed", "actor": principal.name,
@@ -463,14 +474,7 @@ class Approvals:
                 in_progress=True,
             )
         except InterruptAlreadyResolvedError as exc:
-            ending = self._ending(thread_id, interrupt_id)
-            return _error(
-                409,
-                str(exc),
-                resolved_by=None if ending is None else ending.actor,
-                resolved_at=None if ending is None else ending.occurred_at.isoformat(),
-                in_progress=False,
-            )
+            return self._resolved(thread_id, interrupt_id, exc)
         except InterruptExpiredError as exc:
             return _error(410, str(exc), reason=exc.reason)
         except ResumeNotAllowedError as exc:
@@ -483,6 +487,17 @@ class Approvals:
             # outcome_unknown on a 503: the graph may have acted; the interrupt stays
             # claimed, so a resend is refused as in progress, and the body says so.
             return _failed(exc, outcome_unknown=True)
+
+    def _resolved(self, thread_id: str, interrupt_id: str, exc: InterruptAlreadyResolvedError) -> Result:
+        """The 409 of an answer (or a vote) to an answered interrupt: who won, and when."""
+        ending = self._ending(thread_id, interrupt_id)
+        return _error(
+            409,
+            str(exc),
+            resolved_by=None if ending is None else ending.actor,
+            resolved_at=None if ending is None else ending.occurred_at.isoformat(),
+            in_progress=False,
+        )
 
     # --- assignment and quorum (SPEC §15) --------------------------------------------
 
@@ -520,7 +535,7 @@ class Approvals:
         except AlreadyVotedError:
             return _error(409, "already voted")
         except InterruptAlreadyResolvedError as exc:
-            return _error(409, str(exc), in_progress=False)
+            return self._resolved(thread_id, interrupt_id, exc)
         except InterruptExpiredError as exc:
             return _error(410, str(exc), reason=exc.reason)
         except SymfonicStoreError as exc:
@@ -535,11 +550,20 @@ class Approvals:
     def assigned_refusal(self, principal: Principal, assigned_to: str | None) -> str | None:
         """Why ``principal`` may not answer an interrupt assigned as the API shows it
         (``assigned_to``: a principal or ``role:<name>``); None when it may."""
-        if assigned_to is None:
-            return None
-        role = assigned_to.startswith("role:")
-        found = {"to": assigned_to[5:] if role else assigned_to, "kind": "role" if role else "principal"}
-        return rule.assignee_refusal(found, principal.name, principal.roles)
+        return rule.assignee_refusal(assignment_of(assigned_to), principal.name, principal.roles)
+
+    def assign_refusal(
+        self, principal: Principal, name: str | None, requester: str | None,
+        assignment: Mapping[str, Any] | None,
+    ) -> str | None:
+        """Why ``principal`` may not assign an interrupt of ``name`` (assigned as the
+        store's ``assignment`` says); None when it may. Asked by the API and by the inbox
+        before it offers the form."""
+        why = self.refusal(principal, name, requester)
+        if why is None:
+            reassign = frozenset() if self.policy is None else self.policy.reassign_roles(name)
+            why = rule.reassign_refusal(assignment, principal.name, principal.roles, reassign)
+        return why
 
     def assign(self, principal: Principal, thread_id: str, interrupt_id: str, to: Any) -> Result:
         """Assign an interrupt to a principal or ``role:<name>`` (SPEC §15): only a
@@ -549,17 +573,16 @@ class Approvals:
         kind, target = ("role", to[len("role:"):]) if to.startswith("role:") else ("principal", to)
         where = f"interrupt {interrupt_id!r} on thread {thread_id!r}"
         try:
-            record = self.store.interrupt_record(thread_id, interrupt_id)
+            # Another tenant's interrupt is unknown to this principal (SPEC §15).
+            visible = self.sees(principal, thread_id, interrupt_id)
+            record = self.store.interrupt_record(thread_id, interrupt_id) if visible else None
         except InvalidInputError:
             record = None
         if record is None:
             return _error(404, f"{where} is unknown: nothing was minted with that id; nothing was written")
         try:
             assignment = self.store.assignment(thread_id, interrupt_id)
-            why = self.refusal(principal, record.get("name"), record.get("actor"))
-            if why is None:
-                reassign = frozenset() if self.policy is None else self.policy.reassign_roles(record.get("name"))
-                why = rule.reassign_refusal(assignment, principal.name, principal.roles, reassign)
+            why = self.assign_refusal(principal, record.get("name"), record.get("actor"), assignment)
             if why is not None:
                 self.store.record_refusal(
                     thread_id, interrupt_id, {"assign": to}, actor=principal.name, error=why

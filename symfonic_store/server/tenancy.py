@@ -6,8 +6,10 @@ tenant (a graph may be run for another tenant later on the same thread), so an e
 principal may see can still name an interrupt it may not: a superseded marker's expiry
 names the marker that superseded it (``superseded_by``), and a replayed state holds the
 marker pending at that moment. Both are taken out of what the principal is shown --
-the reference dropped, the pending marker shown as none -- so another tenant's
-interrupt stays indistinguishable from one that does not exist.
+the reference dropped with the event's actor (who minted the other interrupt), the
+pending marker shown as none -- and so are the thread's open interrupts of other
+tenants, so another tenant's interrupt stays indistinguishable from one that does not
+exist.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..events import EXPIRED
 from ..protocol import PENDING_KEY
 
 if TYPE_CHECKING:
     from ..events import StoredEvent
+    from ..services.audit import AuditRecord
     from .principal import Principal
 
 REFERENCES = ("superseded_by",)
@@ -56,7 +60,10 @@ def _shown(event: StoredEvent, sees: Callable[[Key], bool]) -> StoredEvent | Non
     }
     if not hidden:
         return event
-    return dataclasses.replace(event, data={k: v for k, v in event.data.items() if k not in hidden})
+    # The actor of such an event is who caused it there -- the hidden interrupt's requester.
+    return dataclasses.replace(
+        event, actor=None, data={k: v for k, v in event.data.items() if k not in hidden}
+    )
 
 
 def visible_events(store: Any, principal: Principal, events: Sequence[StoredEvent]) -> list[StoredEvent]:
@@ -67,6 +74,16 @@ def visible_events(store: Any, principal: Principal, events: Sequence[StoredEven
     keys.update(key for e in events for key in _references(e))
     sees = _seer(store, principal, keys)
     return [shown for e in events if (shown := _shown(e, sees)) is not None]
+
+
+def visible_open(
+    store: Any, principal: Principal, thread_id: str, opened: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The thread's open interrupts (each with ``interrupt_id``) ``principal`` may see."""
+    if principal.scope is None or not opened:
+        return list(opened)
+    sees = _seer(store, principal, {(thread_id, str(o["interrupt_id"])) for o in opened})
+    return [o for o in opened if sees((thread_id, str(o["interrupt_id"])))]
 
 
 def visible_steps(
@@ -88,3 +105,25 @@ def visible_steps(
         pending = _pending_key(event.thread_id, state)
         out.append((shown, state if pending is None or sees(pending) else {**state, PENDING_KEY: None}))
     return out
+
+
+def visible_records(store: Any, principal: Principal, records: Sequence[AuditRecord]) -> list[AuditRecord]:
+    """Audit records of ``principal``'s tenants' interrupts (the store scoped them): one
+    superseded by another tenant's mint loses its ``actor``, that mint's requester."""
+    suspects = {r.thread_id for r in records if r.reason == "superseded" and r.actor is not None}
+    if principal.scope is None or not suspects:
+        return list(records)
+    refs = {
+        (e.thread_id, e.interrupt_id): key
+        for thread_id in sorted(suspects)
+        for e in store.history(thread_id)
+        if e.type == EXPIRED and e.interrupt_id is not None
+        for key in _references(e)
+    }
+    sees = _seer(store, principal, set(refs.values()))
+    return [
+        dataclasses.replace(r, actor=None)
+        if (key := refs.get((r.thread_id, r.interrupt_id))) is not None and not sees(key)
+        else r
+        for r in records
+    ]

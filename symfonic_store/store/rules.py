@@ -186,8 +186,9 @@ def reassign_refusal(
     if assignment is None or roles & reassign:
         return None
     needed = ", ".join(sorted(reassign)) or "none listed"
+    role = "the role " if assignment.get("kind") == "role" else ""
     return (
-        f"the interrupt is already assigned to {assignment.get('to')!r}; assigning it again "
+        f"the interrupt is already assigned to {role}{assignment.get('to')!r}; assigning it again "
         f"needs one of the policy's reassign roles ({needed}), and {name!r} holds none"
     )
 

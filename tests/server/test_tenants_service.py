@@ -8,6 +8,8 @@ import csv
 import hashlib
 import io
 import json
+import re
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -62,6 +64,7 @@ class Site:
     server: Served
     store: InterruptStore
     by_tenant: dict[str | None, Minted]
+    tokens: Path
 
     def as_(self, who: str) -> httpx.Client:
         return self.server.client(TOKENS[who][0])
@@ -81,7 +84,7 @@ def site(served_db: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
                    actor="agent", tenant=tenant)
         by_tenant[tenant] = minted
     with serve(served_db, "--tokens", str(tokens), "--rate-limit", "off", cwd=folder) as server:
-        yield Site(server, store, by_tenant)
+        yield Site(server, store, by_tenant, tokens)
     store.close()
 
 
@@ -195,6 +198,10 @@ def test_events_without_an_interrupt_are_shown_to_all_tenant_principals_only(sit
         assert all(e["interrupt_id"] is not None for e in pat.get("/api/events?limit=1000").json()["items"])
 
 
+GLOBEX_REQUESTER = "ceo@globex.example"
+"""Who minted globex's marker on the shared thread: its expiry of acme's names them."""
+
+
 def test_a_thread_whose_tenant_changes_shows_each_tenant_only_its_own_interrupt(site: Site) -> None:
     """acme's marker superseded by globex's on the same thread: acme's principal sees its
     marker expire, never what superseded it -- not in the expiry's ``superseded_by``, not
@@ -202,8 +209,8 @@ def test_a_thread_whose_tenant_changes_shows_each_tenant_only_its_own_interrupt(
     thread = f"t-switch-{uuid.uuid4().hex[:6]}"
     first = Minted(thread, f"i-first-{uuid.uuid4().hex[:6]}", "first_wire", f"FIRST-SECRET-{uuid.uuid4().hex[:6]}")
     second = Minted(thread, f"i-second-{uuid.uuid4().hex[:6]}", "second_wire", f"SECOND-SECRET-{uuid.uuid4().hex[:6]}")
-    for m, tenant in ((first, "acme"), (second, "globex")):
-        site.store.mint(thread, marker(m.interrupt_id, name=m.name, secret=m.secret), actor="agent", tenant=tenant)
+    for m, tenant, requester in ((first, "acme", "agent"), (second, "globex", GLOBEX_REQUESTER)):
+        site.store.mint(thread, marker(m.interrupt_id, name=m.name, secret=m.secret), actor=requester, tenant=tenant)
     with pytest.raises(InterruptExpiredError):
         site.store.resume(thread, first.interrupt_id, {"approved": True}, actor="ann")
     history = site.store.history(thread)
@@ -232,22 +239,93 @@ def _walk_the_switched_thread(site: Site, history: list[Any], first: Minted, sec
                 r = client.get(path)
                 texts.append(r.text if r.status_code == 200 else "")
             replay = client.get(f"/api/threads/{_path(thread)}/events")
+        paths.append("/api/events/stream")
         if shown:
             ids = {m.interrupt_id for label, m in (("first", first), ("second", second)) if label in shown}
             last = max(e.position for e in history if e.interrupt_id in ids)
             texts.append(_stream_text(site, who, last))
         everything = "\n".join(texts)
         for label, m in (("first", first), ("second", second)):
-            for secret in (m.interrupt_id, m.name, m.secret):
-                assert (secret in everything) is (label in shown), (who, label, secret)
+            secrets = (m.interrupt_id, m.name, m.secret) + ((GLOBEX_REQUESTER,) if label == "second" else ())
+            for secret in secrets:
+                where = [p for p, t in zip(paths, texts, strict=False) if secret in t]
+                assert (secret in everything) is (label in shown), (who, label, secret, where)
         if who == "ann":
             steps = replay.json()
             (seen_expiry,) = [s["event"] for s in steps if s["event"]["type"] == EXPIRED]
             assert seen_expiry["data"] == {k: v for k, v in expired.data.items() if k != "superseded_by"}
+            assert (expired.actor, seen_expiry["actor"]) == (GLOBEX_REQUESTER, None)
             assert steps[-1]["event"]["type"] == RESUME_REJECTED
             assert steps[-1]["state"][PENDING_KEY] is None  # globex's marker was pending then
         if who == "root":
             assert replay.json()[-1]["state"][PENDING_KEY]["interrupt_id"] == second.interrupt_id
+
+
+def test_assigning_another_tenants_interrupt_is_404_as_an_unknown_one(site: Site) -> None:
+    """The API and the inbox form: the same status and body as an id never minted, and
+    nothing is written (no assignment, no recorded refusal)."""
+    globex = site.by_tenant["globex"]
+    before = len(site.store.history(globex.thread_id))
+    with site.as_("ann") as ann:
+        hidden = ann.post(f"/api/interrupts/{_path(globex.thread_id, globex.interrupt_id)}/assign", json={"to": "ann"})
+        unknown = ann.post(f"/api/interrupts/{_path(globex.thread_id, 'i-never')}/assign", json={"to": "ann"})
+    assert hidden.status_code == unknown.status_code == 404
+    assert hidden.json() == json.loads(unknown.text.replace("i-never", globex.interrupt_id))
+    with site.server.client() as browser:
+        form = browser.get("/signin")
+        csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', form.text)
+        assert csrf
+        signed = browser.post("/signin", data={"token": TOKENS["ann"][0], "csrf": csrf.group(1)})
+        assert signed.status_code in (302, 303)
+        page = browser.get(f"/interrupts/{_path(globex.thread_id, globex.interrupt_id)}")
+        token = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text)
+        assert page.status_code == 404 and token
+        posted = browser.post(f"/interrupts/{_path(globex.thread_id, globex.interrupt_id)}/assign",
+                              data={"to": "ann", "csrf": token.group(1)})
+    assert posted.status_code == 404 and globex.name not in posted.text
+    assert len(site.store.history(globex.thread_id)) == before
+
+
+def test_an_open_stream_follows_its_principals_tenants_as_the_tokens_file_changes(site: Site) -> None:
+    """ann's tenants taken away (none left: the untenanted ones) while her stream is open:
+    the acme interrupt minted after that is not streamed, the untenanted one is."""
+    path = site.tokens
+    start = site.store.events()[-1].position
+    acme = Minted(f"t-late-{uuid.uuid4().hex[:6]}", f"i-late-{uuid.uuid4().hex[:6]}", "late_wire",
+                  f"LATE-SECRET-{uuid.uuid4().hex[:6]}")
+    plain = Minted(f"t-open-{uuid.uuid4().hex[:6]}", f"i-open-{uuid.uuid4().hex[:6]}", "open_wire", "OPEN")
+    seen: list[str] = []
+    try:
+        with site.as_("ann") as client, client.stream("GET", "/api/events/stream", params={"after": start}) as r:
+            assert r.status_code == 200
+            _rewrite_tokens(path, {"ann": []})
+            for m, tenant in ((acme, "acme"), (plain, None)):
+                site.store.mint(m.thread_id, marker(m.interrupt_id, name=m.name, secret=m.secret),
+                                actor="agent", tenant=tenant)
+            deadline = time.monotonic() + 60
+            for line in r.iter_lines():
+                seen.append(line)
+                if plain.interrupt_id in line or time.monotonic() > deadline:
+                    break
+    finally:
+        _rewrite_tokens(path, {})
+        for m in (acme, plain):  # the other tests count open interrupts
+            site.store.resume(m.thread_id, m.interrupt_id, {"approved": False}, actor="root")
+    text = "\n".join(seen)
+    assert plain.interrupt_id in text
+    assert acme.interrupt_id not in text and acme.secret not in text
+
+
+def _rewrite_tokens(path: Path, tenants: dict[str, list[str]]) -> None:
+    """The module's tokens file again, with the given principals' tenants replaced; in one
+    step (a new file renamed over it), as an operator's deploy would."""
+    fresh = path.with_name(path.name + f".{uuid.uuid4().hex[:6]}")
+    write_tokens(fresh)
+    data = json.loads(fresh.read_text())
+    for name, replaced in tenants.items():
+        data[name]["tenants"] = replaced
+    fresh.write_text(json.dumps(data))
+    fresh.replace(path)
 
 
 # --- tenants from a JWT claim and a trusted header -----------------------------------

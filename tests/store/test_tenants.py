@@ -312,3 +312,29 @@ def test_an_interrupt_minted_after_an_answer_keeps_the_answered_ones_tenant(
         ("t-plain", "first"): "dflt", ("t-plain", "second"): "dflt",
         ("t-moved", "first"): "acme", ("t-moved", "second"): "initech",
     }
+
+
+def test_an_answers_waiting_list_shows_only_the_principals_tenants_interrupts(store: InterruptStore) -> None:
+    """After a gateway answer the 200 body lists what the thread waits on next: another
+    tenant's seed marker on the same thread is not among it (SPEC §15)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from symfonic_store.server.approvals import Approvals, interrupt_digest
+    from symfonic_store.server.principal import Principal
+
+    graph = _two_step_graph(InMemorySaver())
+    gate = InterruptGateway(graph, store)
+    gate.invoke({}, config_for("t-shared", tenant="acme"))
+    (first,) = store.open_interrupts("t-shared")
+    store.mint("t-shared", marker("i-globex", name="globex_merger"), tenant="globex")
+    approvals = Approvals(store, gateways={gate.name: gate})
+    record = store.interrupt_record("t-shared", first["interrupt_id"])
+    assert record is not None
+    digest = interrupt_digest("t-shared", first["interrupt_id"], record["payload"])
+    ann = Principal("ann", tenants=frozenset({"acme"}))
+    result = approvals.answer(ann, "t-shared", first["interrupt_id"], "yes", digest)
+    assert result.status == 200, result.body
+    waiting = result.body["waiting"]
+    assert [w["name"] for w in waiting] == ["second"]
+    everyone = {o["interrupt_id"] for o in store.open_interrupts("t-shared")}
+    assert "i-globex" in everyone and "i-globex" not in {w["interrupt_id"] for w in waiting}

@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ...errors import InvalidInputError
+from .. import tenancy
 from ..paging import BadRequest, audit_page_of, page_limit
 from ..web import query, service
 from .pages import _need, render
@@ -39,6 +40,7 @@ async def audit_page(request: Request) -> Response:
             tenants=who.scope,
         )
         shown, cursor = audit_page_of(records, after=query(request, "after"), limit=limit)
+        shown = await svc.lanes.run(tenancy.visible_records, svc.store, who, shown)
     except (BadRequest, InvalidInputError) as exc:
         return render(request, "audit.html", who=who, status=400, title="Audit", filters=chosen,
                       rows=[], next_url=None, error=str(exc), paged=False)

@@ -19,6 +19,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from ...errors import InvalidInputError
 from ...event_types import spec_of
+from .. import tenancy
+from ..approvals import assignment_of
 from ..auth import client_address
 from ..limits import BodyTooLarge, read_body
 from ..principal import Principal
@@ -309,24 +311,24 @@ async def _show(
                       message=f"There is no interrupt {interrupt_id!r} on thread {thread_id!r}.")
     waiting = []
     if view["status"] != "pending":
-        waiting = await svc.lanes.run(svc.store.open_interrupts, thread_id)
-        if who.scope is not None:  # another tenant's, on the same thread, stays unseen
-            keep = await svc.lanes.run(svc.store.interrupt_tenants,
-                                       [(thread_id, w["interrupt_id"]) for w in waiting])
-            waiting = [w for w in waiting if who.sees(keep.get((thread_id, w["interrupt_id"])))]
-    # Asked of the policy that refuses an answer, so the page never offers a button
-    # whose click would only be refused and recorded. Looking writes nothing.
-    forbidden = None
+        opened = await svc.lanes.run(svc.store.open_interrupts, thread_id)
+        # another tenant's, on the same thread, stays unseen
+        waiting = await svc.lanes.run(tenancy.visible_open, svc.store, who, thread_id, opened)
+    # Asked of the rules that refuse an answer or an assignment, so the page never offers
+    # a button whose click would only be refused and recorded. Looking writes nothing.
+    forbidden = unassignable = None
     if view["status"] == "pending":
         forbidden = svc.approvals.refusal(
             who, view.get("name"), view.get("requested_by"), escalated=view.get("escalated_to") is not None
         ) or svc.approvals.assigned_refusal(who, view.get("assigned_to"))
+        unassignable = svc.approvals.assign_refusal(
+            who, view.get("name"), view.get("requested_by"), assignment_of(view.get("assigned_to")))
     return render(
         request, "interrupt.html", who=who, status=status, title=view.get("name") or "Interrupt",
         iv=view, timeline=[describe(e) for e in view["events"]], error=error,
         done=request.query_params.get("done") == "1" and error is None,
         draft=draft if draft is not None else "", waiting=waiting, after=after,
-        forbidden=forbidden, edit=edits.edit_form(view.get("payload")), edited=edited or {},
+        forbidden=forbidden, unassignable=unassignable, edit=edits.edit_form(view.get("payload")), edited=edited or {},
     )
 
 
