@@ -233,6 +233,12 @@ def test_racing_completing_votes_on_two_servers_send_the_wire_once(site: Site) -
     assert len(set(approvers)) == 2 and approvers[-1] == resumed.actor and set(approvers) <= set(voters)
     (record,) = site.store.audit(thread_id=t)
     assert list(record.approvers) == approvers
+    # A loser's 409 names who won and when, as an answer's does.
+    later = vote(site, "requester", t, i)
+    assert later.status_code == 409
+    lost = [r.json() for r in results if r.status_code == 409 and not r.json().get("in_progress")]
+    for late in [later.json(), *lost]:
+        assert late["resolved_by"] == resumed.actor and late["resolved_at"] is not None, late
 
 
 def test_one_principals_racing_votes_on_two_servers_count_once(site: Site) -> None:
@@ -336,3 +342,28 @@ def test_the_inbox_page_shows_the_votes_so_far_and_assigns_through_its_form(site
     assert "assigned to &#39;fin3&#39;" in after or "assigned to 'fin3'" in after  # no buttons for fin2
     (assigned,) = [e for e in site.store.history(t) if e.type == ASSIGNED]
     assert (assigned.actor, assigned.data) == ("fin2", {"to": "fin3", "kind": "principal"})
+    assert 'id="assign"' not in after  # fin2 may not reassign it (no "lead" role)
+
+
+def test_the_assign_form_is_offered_to_who_may_reassign_and_only_to_them(site: Site) -> None:
+    """Once assigned, the page offers the form to a holder of a reassign role even though
+    it may not answer, and not to the assignee's role holder without one: the page asks
+    the rule the API refuses with."""
+    t = thread("reassign")
+    i = mint(site.store, t, name="anything", actor="requester")
+    with site.as_("ann") as ann:
+        assert ann.post(assign_path(t, i), json={"to": "role:approver"}).status_code == 200
+    pages = {}
+    for name in ("lead", "bob"):
+        client = signed_in(site, name)
+        try:
+            pages[name] = client.get(f"/interrupts/{t}/{i}").text
+        finally:
+            client.close()
+    assert "You cannot answer this" in pages["lead"] and 'id="assign"' in pages["lead"]
+    assert "You cannot answer this" not in pages["bob"] and 'id="assign"' not in pages["bob"]
+    with site.as_("bob") as bob:
+        refused = bob.post(assign_path(t, i), json={"to": "cid"})
+    assert refused.status_code == 403 and "the role 'approver'" in refused.json()["error"]
+    with site.as_("lead") as lead:
+        assert lead.post(assign_path(t, i), json={"to": "cid"}).status_code == 200
