@@ -239,7 +239,7 @@ async def audit(request: Request) -> Response:
             tenants=who.scope,
         )
         page, cursor = audit_page_of(records, after=query(request, "after"), limit=limit)
-        page = await svc.lanes.run(tenancy.visible_records, svc.store, who, page)
+        page = await svc.lanes.run(tenancy.visible_records, svc.store, who, page, query(request, "actor"))
     except (BadRequest, InvalidInputError) as exc:
         raise _bad(exc) from None
     if output == "csv":

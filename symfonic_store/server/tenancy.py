@@ -107,9 +107,13 @@ def visible_steps(
     return out
 
 
-def visible_records(store: Any, principal: Principal, records: Sequence[AuditRecord]) -> list[AuditRecord]:
+def visible_records(
+    store: Any, principal: Principal, records: Sequence[AuditRecord], actor: str | None = None
+) -> list[AuditRecord]:
     """Audit records of ``principal``'s tenants' interrupts (the store scoped them): one
-    superseded by another tenant's mint loses its ``actor``, that mint's requester."""
+    superseded by another tenant's mint loses its ``actor``, that mint's requester -- and,
+    when the records were filtered by ``actor``, its place among them (the filter would
+    confirm the hidden name)."""
     suspects = {r.thread_id for r in records if r.reason == "superseded" and r.actor is not None}
     if principal.scope is None or not suspects:
         return list(records)
@@ -121,9 +125,10 @@ def visible_records(store: Any, principal: Principal, records: Sequence[AuditRec
         for key in _references(e)
     }
     sees = _seer(store, principal, set(refs.values()))
-    return [
+    shown = [
         dataclasses.replace(r, actor=None)
         if (key := refs.get((r.thread_id, r.interrupt_id))) is not None and not sees(key)
         else r
         for r in records
     ]
+    return shown if actor is None else [r for r in shown if r.actor == actor]

@@ -250,6 +250,10 @@ def _walk_the_switched_thread(site: Site, history: list[Any], first: Minted, sec
             for secret in secrets:
                 where = [p for p, t in zip(paths, texts, strict=False) if secret in t]
                 assert (secret in everything) is (label in shown), (who, label, secret, where)
+        with site.as_(who) as client:  # the actor filter confirms no hidden name either
+            by_actor = client.get("/api/audit", params={"actor": GLOBEX_REQUESTER, "thread": thread}).json()
+        assert [r["interrupt_id"] for r in by_actor["items"]] == (
+            [first.interrupt_id] if who == "root" else []), (who, by_actor)
         if who == "ann":
             steps = replay.json()
             (seen_expiry,) = [s["event"] for s in steps if s["event"]["type"] == EXPIRED]

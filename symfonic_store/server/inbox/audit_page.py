@@ -40,7 +40,7 @@ async def audit_page(request: Request) -> Response:
             tenants=who.scope,
         )
         shown, cursor = audit_page_of(records, after=query(request, "after"), limit=limit)
-        shown = await svc.lanes.run(tenancy.visible_records, svc.store, who, shown)
+        shown = await svc.lanes.run(tenancy.visible_records, svc.store, who, shown, chosen["actor"])
     except (BadRequest, InvalidInputError) as exc:
         return render(request, "audit.html", who=who, status=400, title="Audit", filters=chosen,
                       rows=[], next_url=None, error=str(exc), paged=False)
