@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from migrated import SchemaTemplate
 
 from symfonic_store import AsyncInterruptStore, InterruptStore
+from symfonic_store.db.engines import create_sync_engine
 
 pytest_plugins = ["pytester"]
 
@@ -98,6 +99,15 @@ def db_url(request: pytest.FixtureRequest, backend: str) -> str:
 
 
 # --- one migration per test run, copied per test -----------------------------------------
+
+
+@pytest.fixture
+def engine(db_url: str) -> Iterator[sa.Engine]:
+    """An engine on an empty database of each backend (configured as the store's); to move
+    between revisions with :func:`migration_rig.migrate`."""
+    e = create_sync_engine(db_url)
+    yield e
+    e.dispose()
 
 
 @pytest.fixture(scope="session")

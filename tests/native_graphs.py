@@ -97,6 +97,25 @@ def breakpoint_graph(checkpointer: Any, wires: Wires) -> Any:
     return builder.compile(checkpointer=checkpointer, interrupt_before=["wire"], name="wire-bp")
 
 
+def two_step_graph(checkpointer: Any) -> Any:
+    """Two nodes, each asking a person in turn (``interrupt()``): an answer to the first
+    runs the graph on to the second."""
+
+    def first(state: State) -> dict[str, Any]:
+        return {"answers": [interrupt({"name": "first"})]}
+
+    def second(state: State) -> dict[str, Any]:
+        return {"answers": [interrupt({"name": "second"})]}
+
+    builder = StateGraph(State)
+    builder.add_node("first", first)
+    builder.add_node("second", second)
+    builder.add_edge(START, "first")
+    builder.add_edge("first", "second")
+    builder.add_edge("second", END)
+    return builder.compile(checkpointer=checkpointer)
+
+
 class _ToolModel(GenericFakeChatModel):
     """A scripted chat model that accepts ``bind_tools`` (it calls what it is told)."""
 

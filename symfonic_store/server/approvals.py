@@ -367,17 +367,22 @@ class Approvals:
             return {"decision": words[0] if len(set(words)) == 1 else None, "decisions": words}
         return {"decision": reported(data.get("decision"))}
 
+    def _visible_record(self, principal: Principal, thread_id: str, interrupt_id: str) -> dict[str, Any] | None:
+        """The interrupt's mint, or None when it is unknown -- as another tenant's is to
+        ``principal`` (SPEC §15), and an id no interrupt can have."""
+        try:
+            if not self.sees(principal, thread_id, interrupt_id):
+                return None
+            return self.store.interrupt_record(thread_id, interrupt_id)
+        except InvalidInputError:
+            return None
+
     def answer(
         self, principal: Principal, thread_id: str, interrupt_id: str, response: Any, digest: str
     ) -> Result:
         """Admit ``principal``'s answer, or say why not (see the module doc for the order)."""
         where = f"interrupt {interrupt_id!r} on thread {thread_id!r}"
-        try:
-            # Another tenant's interrupt is unknown to this principal (SPEC §15).
-            visible = self.sees(principal, thread_id, interrupt_id)
-            record = self.store.interrupt_record(thread_id, interrupt_id) if visible else None
-        except InvalidInputError:
-            record = None
+        record = self._visible_record(principal, thread_id, interrupt_id)
         if record is None:
             return _error(404, f"{where} is unknown: nothing was minted with that id; nothing was written")
         current = interrupt_digest(thread_id, interrupt_id, record.get("payload"))
@@ -572,12 +577,7 @@ class Approvals:
             return _error(400, '"to" must be a principal or "role:<name>"')
         kind, target = ("role", to[len("role:"):]) if to.startswith("role:") else ("principal", to)
         where = f"interrupt {interrupt_id!r} on thread {thread_id!r}"
-        try:
-            # Another tenant's interrupt is unknown to this principal (SPEC §15).
-            visible = self.sees(principal, thread_id, interrupt_id)
-            record = self.store.interrupt_record(thread_id, interrupt_id) if visible else None
-        except InvalidInputError:
-            record = None
+        record = self._visible_record(principal, thread_id, interrupt_id)
         if record is None:
             return _error(404, f"{where} is unknown: nothing was minted with that id; nothing was written")
         try:

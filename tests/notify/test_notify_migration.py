@@ -3,17 +3,16 @@ downgrade, which refuses while a dead letter waits to be re-sent; on both databa
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
 import sqlalchemy as sa
 from alembic.util import CommandError
+from migration_rig import migrate
 from sqlalchemy.engine import Engine
 
 from symfonic_store import InterruptStore
-from symfonic_store.db.engines import create_sync_engine
-from symfonic_store.db.migrate import current_revision, downgrade, upgrade
+from symfonic_store.db.migrate import current_revision
 from symfonic_store.db.schema import (
     NOTIFY_CURSORS_TABLE,
     NOTIFY_DEAD_LETTERS_TABLE,
@@ -22,18 +21,6 @@ from symfonic_store.db.schema import (
 
 BELOW = "0014_decision_audit"
 TABLES = {NOTIFY_CURSORS_TABLE, NOTIFY_DEAD_LETTERS_TABLE}
-
-
-@pytest.fixture
-def engine(db_url: str) -> Iterator[Engine]:
-    e = create_sync_engine(db_url)
-    yield e
-    e.dispose()
-
-
-def migrate(engine: Engine, direction: str, revision: str) -> None:
-    with engine.connect() as conn, conn.begin():
-        (upgrade if direction == "up" else downgrade)(conn, revision)
 
 
 def notify_tables(engine: Engine) -> set[str]:

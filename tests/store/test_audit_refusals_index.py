@@ -3,51 +3,30 @@ their own, so ``audit()`` no longer reads every event to find a few refusals."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-import sqlalchemy as sa
 from audit_log import rich_log
+from migration_rig import event_indexes, migrate
 from sqlalchemy.engine import Engine
 
 from symfonic_store import InterruptStore
-from symfonic_store.db.engines import create_sync_engine
-from symfonic_store.db.migrate import downgrade, upgrade
 from symfonic_store.db.statements import audit as statements
 
 INDEX = "ix_symfonic_events_refusals"
 
 
-@pytest.fixture
-def engine(db_url: str) -> Iterator[Engine]:
-    e = create_sync_engine(db_url)
-    yield e
-    e.dispose()
-
-
-def migrate(engine: Engine, direction: str, revision: str) -> None:
-    with engine.connect() as conn, conn.begin():
-        (upgrade if direction == "up" else downgrade)(conn, revision)
-
-
-def indexes(engine: Engine) -> set[str]:
-    with engine.connect() as conn:
-        return {i["name"] for i in sa.inspect(conn).get_indexes("symfonic_events")}
-
-
 def test_0018_builds_the_index_from_the_events_and_downgrades_without_it(engine: Engine, db_url: str) -> None:
     """Down to 0017 and up again: the index goes and comes back over the refusals already there; the audit is the same throughout."""
     migrate(engine, "up", "head")
-    assert INDEX in indexes(engine)
+    assert INDEX in event_indexes(engine)
     with InterruptStore(db_url) as store:
         rich_log(store)
         before = store.audit()
     assert {(r.thread_id, r.interrupt_id): len(r.attempts) for r in before if r.attempts} == {
         ("t-m", "i-1"): 1, ("t-n", "n" * 32): 1}
     migrate(engine, "down", "0017_chase_once")
-    assert INDEX not in indexes(engine)
+    assert INDEX not in event_indexes(engine)
     migrate(engine, "up", "head")
-    assert INDEX in indexes(engine)
+    assert INDEX in event_indexes(engine)
     with InterruptStore(db_url) as store:
         assert store.audit() == before
         assert store.verify().ok

@@ -7,39 +7,20 @@ again restores them, refusing a duplicate once more.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import factories
 import pytest
 import sqlalchemy as sa
+from migration_rig import event_indexes, migrate
 from sqlalchemy.engine import Engine
 
 from symfonic_store import ESCALATED, REMINDED, InterruptStore
-from symfonic_store.db.engines import create_sync_engine
-from symfonic_store.db.migrate import current_revision, downgrade, head_revision, upgrade
+from symfonic_store.db.migrate import current_revision, head_revision
 from symfonic_store.db.schema import events as events_table
 
 BEFORE = "0016_one_call_append"
 THIS = "0017_chase_once"
 INDEXES = {"uq_symfonic_events_one_reminder", "uq_symfonic_events_one_escalation"}
 POLICY = {"*": {"remind_after": 1, "escalate_after": 2, "escalate_to": ["lead"]}}
-
-
-@pytest.fixture
-def engine(db_url: str) -> Iterator[Engine]:
-    e = create_sync_engine(db_url)
-    yield e
-    e.dispose()
-
-
-def migrate(engine: Engine, direction: str, revision: str) -> None:
-    with engine.connect() as conn, conn.begin():
-        (upgrade if direction == "up" else downgrade)(conn, revision)
-
-
-def event_indexes(engine: Engine) -> set[str]:
-    with engine.connect() as conn:
-        return {i["name"] for i in sa.inspect(conn).get_indexes("symfonic_events") if i["name"]}
 
 
 def test_0017_adds_the_indexes_and_its_downgrade_drops_only_them(engine: Engine, db_url: str) -> None:

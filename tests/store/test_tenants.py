@@ -4,20 +4,17 @@ Python API's filters (``list_pending(tenant=)``, ``audit(tenant=)``); migration
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypedDict
 
 import pytest
 import sqlalchemy as sa
 from factories import marker
 from graph_rig import config_for
-from native_graphs import Wires, node_graph
+from migration_rig import event_columns, migrate
+from native_graphs import Wires, node_graph, two_step_graph
 from sqlalchemy.engine import Engine
 
 from symfonic_store import InterruptAlreadyResolvedError, InterruptGateway, InterruptStore
-from symfonic_store.db.engines import create_sync_engine
-from symfonic_store.db.migrate import downgrade, upgrade
 from symfonic_store.services.audit import AUDIT_FIELDS
 
 
@@ -86,23 +83,6 @@ def test_a_gateway_mints_for_the_configs_tenant_else_its_default(migrated_url: s
 # --- migration 0019_tenants -------------------------------------------------------
 
 
-@pytest.fixture
-def engine(db_url: str) -> Iterator[Engine]:
-    e = create_sync_engine(db_url)
-    yield e
-    e.dispose()
-
-
-def migrate(engine: Engine, direction: str, revision: str) -> None:
-    with engine.connect() as conn, conn.begin():
-        (upgrade if direction == "up" else downgrade)(conn, revision)
-
-
-def columns(engine: Engine) -> set[str]:
-    with engine.connect() as conn:
-        return {c["name"] for c in sa.inspect(conn).get_columns("symfonic_events")}
-
-
 def test_0019_upgrades_existing_interrupts_without_a_tenant(engine: Engine, db_url: str) -> None:
     """Interrupts minted before 0019 have no tenant; the store still appends on both paths."""
     migrate(engine, "up", "0018_audit_refusals")
@@ -110,9 +90,9 @@ def test_0019_upgrades_existing_interrupts_without_a_tenant(engine: Engine, db_u
         conn.execute(sa.text(
             "INSERT INTO symfonic_threads (thread_id, version, last_hash) VALUES ('t-old', 0, :h)"
         ), {"h": "0" * 64})
-    assert "tenant" not in columns(engine)
+    assert "tenant" not in event_columns(engine)
     migrate(engine, "up", "head")
-    assert "tenant" in columns(engine)
+    assert "tenant" in event_columns(engine)
     with InterruptStore(db_url) as store:
         store.mint("t-new", marker("i-new"), tenant="acme")
         store.mint("t-none", marker("i-none"))
@@ -128,7 +108,7 @@ def test_0019_downgrade_refuses_while_tenants_are_recorded(engine: Engine, db_ur
         store.mint("t-a", marker("i-a"), tenant="acme")
     with pytest.raises(RuntimeError, match="1 interrupt\\(s\\) were minted with a tenant"):
         migrate(engine, "down", "0018_audit_refusals")
-    assert "tenant" in columns(engine)
+    assert "tenant" in event_columns(engine)
 
 
 def test_0019_downgrades_without_recorded_tenants(engine: Engine, db_url: str) -> None:
@@ -136,7 +116,7 @@ def test_0019_downgrades_without_recorded_tenants(engine: Engine, db_url: str) -
     with InterruptStore(db_url) as store:
         store.mint("t-n", marker("i-n"))
     migrate(engine, "down", "0018_audit_refusals")
-    assert "tenant" not in columns(engine)
+    assert "tenant" not in event_columns(engine)
     if engine.dialect.name == "postgresql":
         with engine.connect() as conn:
             body = conn.execute(sa.text(
@@ -266,30 +246,6 @@ def test_the_stores_checkpointer_mints_for_the_configs_tenant(store: InterruptSt
 
 
 
-class Steps(TypedDict, total=False):
-    answers: list[Any]
-
-
-def _two_step_graph(checkpointer: Any) -> Any:
-    """Two nodes, each asking a person in turn (``interrupt()``)."""
-    from langgraph.graph import END, START, StateGraph
-    from langgraph.types import interrupt
-
-    def first(state: Steps) -> Steps:
-        return {"answers": [interrupt({"name": "first"})]}
-
-    def second(state: Steps) -> Steps:
-        return {"answers": [*state.get("answers", []), interrupt({"name": "second"})]}
-
-    builder = StateGraph(Steps)
-    builder.add_node("first", first)
-    builder.add_node("second", second)
-    builder.add_edge(START, "first")
-    builder.add_edge("first", "second")
-    builder.add_edge("second", END)
-    return builder.compile(checkpointer=checkpointer)
-
-
 @pytest.mark.parametrize("saver", ["memory", "store"])
 def test_an_interrupt_minted_after_an_answer_keeps_the_answered_ones_tenant(
     store: InterruptStore, saver: str
@@ -299,7 +255,7 @@ def test_an_interrupt_minted_after_an_answer_keeps_the_answered_ones_tenant(
     tenant still wins."""
     from langgraph.checkpoint.memory import InMemorySaver
 
-    graph = _two_step_graph(store.checkpointer() if saver == "store" else InMemorySaver())
+    graph = two_step_graph(store.checkpointer() if saver == "store" else InMemorySaver())
     gate = InterruptGateway(graph, store, tenant="dflt")
     cases = (("t-acme", "acme", None), ("t-plain", None, None), ("t-moved", "acme", "initech"))
     for thread, minted_for, answered_for in cases:
@@ -322,7 +278,7 @@ def test_an_answers_waiting_list_shows_only_the_principals_tenants_interrupts(st
     from symfonic_store.server.approvals import Approvals, interrupt_digest
     from symfonic_store.server.principal import Principal
 
-    graph = _two_step_graph(InMemorySaver())
+    graph = two_step_graph(InMemorySaver())
     gate = InterruptGateway(graph, store)
     gate.invoke({}, config_for("t-shared", tenant="acme"))
     (first,) = store.open_interrupts("t-shared")

@@ -6,13 +6,13 @@ fold treat the new events like any other; the migration that adds the one-vote i
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import factories
 import pytest
 import sqlalchemy as sa
+from migration_rig import event_indexes, migrate
 from sqlalchemy.engine import Engine
 
 from symfonic_store import (
@@ -25,8 +25,7 @@ from symfonic_store import (
     InvalidInputError,
     UnknownInterruptError,
 )
-from symfonic_store.db.engines import create_sync_engine
-from symfonic_store.db.migrate import current_revision, downgrade, upgrade
+from symfonic_store.db.migrate import current_revision
 from symfonic_store.db.schema import events as events_table
 from symfonic_store.services.audit import AUDIT_FIELDS
 from symfonic_store.store.rules import tally
@@ -171,23 +170,6 @@ async def test_the_async_store_votes_and_assigns_alike(astore: AsyncInterruptSto
 
 
 # --- the migration ---------------------------------------------------------------------
-
-
-@pytest.fixture
-def engine(db_url: str) -> Iterator[Engine]:
-    e = create_sync_engine(db_url)
-    yield e
-    e.dispose()
-
-
-def migrate(engine: Engine, direction: str, revision: str) -> None:
-    with engine.connect() as conn, conn.begin():
-        (upgrade if direction == "up" else downgrade)(conn, revision)
-
-
-def event_indexes(engine: Engine) -> set[str]:
-    with engine.connect() as conn:
-        return {i["name"] for i in sa.inspect(conn).get_indexes("symfonic_events") if i["name"]}
 
 
 def test_0020_adds_the_one_vote_index_and_its_downgrade_drops_only_it(engine: Engine, db_url: str) -> None:

@@ -332,13 +332,18 @@ async def _show(
     )
 
 
-async def _answer(request: Request, thread_id: str, interrupt_id: str) -> Response:
-    svc = service(request)
+async def _posted(request: Request) -> tuple[Service, Principal, dict[str, str]]:
+    """A form posted by a signed-in person, its CSRF token checked (401 / 403 otherwise)."""
     who = _signed_in(request)
     if who is None:
         raise Problem(401, "sign in first")
     form = await _form(request)
     _csrf(request, form, who)
+    return service(request), who, form
+
+
+async def _answer(request: Request, thread_id: str, interrupt_id: str) -> Response:
+    svc, who, form = await _posted(request)
     if svc.limiters is not None:
         wait = svc.limiters.answers.hit(who.name)
         if wait is not None:
@@ -378,12 +383,7 @@ async def _answer(request: Request, thread_id: str, interrupt_id: str) -> Respon
 
 async def _assign(request: Request, thread_id: str, interrupt_id: str) -> Response:
     """The inbox's assignment form (SPEC §15): a principal or ``role:<name>``."""
-    svc = service(request)
-    who = _signed_in(request)
-    if who is None:
-        raise Problem(401, "sign in first")
-    form = await _form(request)
-    _csrf(request, form, who)
+    svc, who, form = await _posted(request)
     result = await svc.lanes.write(svc.approvals.assign, who, thread_id, interrupt_id, form.get("to", "").strip())
     if result.status == 200:
         return redirect(request, f"/interrupts/{segment(thread_id)}/{segment(interrupt_id)}")
