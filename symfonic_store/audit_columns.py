@@ -3,7 +3,8 @@ event is appended, so the audit reads columns instead of decoding every mint's J
 
 They are a pure function of the event's ``type``, ``data`` and ``occurred_at``
 (:func:`derive`, by the type's ``audit`` rule in :mod:`symfonic_store.event_types`): the store's own INSERT writes them on every path, migration
-``0011_audit_columns`` filled them in for the events appended before it, and ``verify``
+``0011_audit_columns`` filled them in for the events appended before it (``0014`` and
+``0021`` what they added), and ``verify``
 recomputes them from the hashed ``data``. The hash chain does not cover them (they are not
 the event, only a copy of part of it): a copy that disagrees with its event's data is
 reported by ``verify``, so nobody changes "who approved what" through them unnoticed.
@@ -18,11 +19,14 @@ column                     set on                value
 ``audit_native``           ``interrupt.minted``  a LangGraph interrupt (SPEC §8), not a marker
 ``audit_response``         ``interrupt.resumed`` ``data["response"]`` (JSON)
 ``audit_decisions``        ``interrupt.resumed`` ``data["decisions"]``, or ``[data["decision"]]``
+                           ``interrupt.expired`` ``[data["decision"]]`` (the thread-level ignore,
+                                                 SPEC §13; since ``0021_ignore_audit``)
 ``audit_reason``           ``interrupt.expired`` ``data["reason"]``; on
                            ``…resume_rejected``  ``data["why"]``
 ``audit_error``            ``…resume_rejected``  ``data["error"]``
 ``audit_authenticated_by`` ``interrupt.resumed`` ``data["authenticated_by"]`` (since
                                                  ``0014_decision_audit``)
+                           ``interrupt.expired`` the same (since ``0021_ignore_audit``)
 =========================  ====================  =============================================
 
 Every other cell is NULL.

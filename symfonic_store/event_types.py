@@ -200,7 +200,15 @@ def _resumed_audit(data: Data, occurred_at: datetime) -> Data:
 
 
 def _expired_audit(data: Data, occurred_at: datetime) -> Data:
-    return {"audit_reason": data.get("reason")}
+    # An expiry that decided (Agent Inbox's thread-level ignore, SPEC §13) carries its
+    # decision and how its actor was established, as an answer does (migration
+    # ``0021_ignore_audit`` filled them in for the expiries appended before it).
+    authenticated_by = data.get("authenticated_by")
+    return {
+        "audit_reason": data.get("reason"),
+        "audit_decisions": [data["decision"]] if "decision" in data else None,
+        "audit_authenticated_by": authenticated_by if isinstance(authenticated_by, str) else None,
+    }
 
 
 def _rejected_audit(data: Data, occurred_at: datetime) -> Data:

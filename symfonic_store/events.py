@@ -34,7 +34,7 @@ ENDINGS: Final = tuple(t.name for t in built_in_types() if t.ending)
 """The terminal event types: an interrupt has at most one of them (invariant I3)."""
 
 EXPIRY_REASONS: Final = ("ttl", "run_id", "superseded", "cancelled")
-DETECTORS: Final = ("router", "sweep", "resume", "mint", "api", "gateway")
+DETECTORS: Final = ("router", "sweep", "resume", "mint", "api", "gateway", "checkpointer")
 REJECTION_WHYS: Final = (
     "unknown", "already_resolved", "expired", "not_allowed", "in_progress", "not_taken"
 )

@@ -65,8 +65,9 @@ class AuditRecord:
     """What the answer decided (SPEC §12): ``approve``/``reject``/``edit``/``respond``
     (HITL middleware, breakpoints, ``{"approved": bool}``), ``accept``/``edit``/
     ``response``/``ignore`` (Agent Inbox), a word of the store's decisions function,
-    else None. A breakpoint's ``approved``/``rejected`` of earlier releases reads as
-    ``approve``/``reject``."""
+    else None; on an expiry, the decision it recorded (``ignore`` for Agent Inbox's
+    thread-level ignore, SPEC §13), else None. A breakpoint's ``approved``/``rejected`` of
+    earlier releases reads as ``approve``/``reject``."""
     action: Any = None
     """For a batched HITL request: the action request this record is about."""
     action_index: int | None = None
@@ -77,9 +78,9 @@ class AuditRecord:
     """``recorded`` (in the answer's hashed data), ``derived`` (the answer recorded none:
     the built-in rules applied at read time), or None (no decision)."""
     authenticated_by: str | None = None
-    """How the answering actor was established: ``service:tokens``, ``service:jwt``,
-    ``service:trusted-header``, ``agent-server``; None when a caller of the Python API
-    or the CLI asserted it."""
+    """How the answering actor (or a deciding expiry's, SPEC §13) was established:
+    ``service:tokens``, ``service:jwt``, ``service:trusted-header``, ``agent-server``; None
+    when a caller of the Python API or the CLI asserted it."""
     tenant: str | None = None
     """The tenant the interrupt was minted for (SPEC §15); None: minted without one."""
     approvers: tuple[str, ...] = ()
@@ -217,13 +218,17 @@ def _decode_resolved_at(record: AuditRecord, row: Sequence[Any]) -> None:
 
 
 def _decode_decision(record: AuditRecord, row: Sequence[Any]) -> None:
-    """Both ``decision`` and ``decision_source`` of an answer's one record: they come
-    from one reading of its recorded decisions (else of its payload and response)."""
+    """Both ``decision`` and ``decision_source`` of an answer's (or a deciding expiry's)
+    one record: they come from one reading of its recorded decisions (else, for an answer,
+    of its payload and response)."""
     stored = _json(row[_DECISIONS])
-    word, source = _decided(
-        stored if isinstance(stored, list) else None, 0,
-        lambda: (record.payload, record.response), record.interrupt_id, [],
-    )
+    if record.outcome != "resumed":
+        word, source = _closed_decision(stored)
+    else:
+        word, source = _decided(
+            stored if isinstance(stored, list) else None, 0,
+            lambda: (record.payload, record.response), record.interrupt_id, [],
+        )
     _SLOTS["decision"].__set__(record, word)
     _SLOTS["decision_source"].__set__(record, source)
 
@@ -257,6 +262,13 @@ def _decided(
         derived.append(builtin(payload, response, breakpoint=native.is_breakpoint(interrupt_id)))
     found = derived[0][index] if index < len(derived[0]) else None
     return (found, "derived") if found is not None else (None, None)
+
+
+def _closed_decision(stored: Any) -> tuple[str | None, str | None]:
+    """``(decision, decision_source)`` of an expiry: the decision it recorded, for the whole
+    interrupt (Agent Inbox's thread-level ignore, SPEC §13), else none; never derived."""
+    word = reported(stored[0]) if isinstance(stored, list) and stored else None
+    return (word, "recorded") if word is not None else (None, None)
 
 
 def audit(
@@ -315,14 +327,14 @@ def audit(
             decoded, response = _json(payload), _json(end_response) if resumed else None
             requests = native.action_requests(decoded)
             if requests:
-                recorded = _json(end_decisions) if resumed else None
+                recorded = _json(end_decisions)
                 end_at = utc(end_text)
                 derived: list[list[str | None]] = []
                 for index, action in enumerate(requests):
                     word, source = (
                         _decided(recorded if isinstance(recorded, list) else None, index,
                                  partial(tuple, (decoded, response)), i_id, derived)
-                        if resumed else (None, None)
+                        if resumed else _closed_decision(recorded)
                     )
                     if decision is not None and word != decision:
                         continue
@@ -334,10 +346,11 @@ def audit(
                 continue
         lazy = _Stored(row)  # the payload; an ending's time, an answer's response and decision
         answer = lazy if resumed else None
+        decided = answer if resumed or end_decisions is None else lazy  # an expiry's recorded one
         record = _Unfrozen(
             t_id, i_id, name, lazy, minted_at, outcome, reason, end_actor, answer,
-            None if end_text is None else lazy, [] if tried is None else tried, answer,
-            None, None, requested_by, answer, authenticated_by, tenant, quorums.get((t_id, i_id), ()),
+            None if end_text is None else lazy, [] if tried is None else tried, decided,
+            None, None, requested_by, decided, authenticated_by, tenant, quorums.get((t_id, i_id), ()),
         )
         record.__class__ = AuditRecord
         if decision is not None and record.decision != decision:

@@ -445,7 +445,7 @@ def record_checkpoint_moved(
 
     ``decision``: what the update that wrote it decided of the interrupts it closes
     (``ignore`` for Agent Inbox's thread-level ignore, SPEC §13), recorded on each with
-    ``decided_by`` as its actor (and ``authenticated_by``).
+    ``decided_by`` as its actor (and ``authenticated_by``), ``detected_by: checkpointer``.
 
     After new input or ``update_state`` an open interrupt raised at that checkpoint is
     superseded (after a completed step it was answered: the task's writes say how); an
@@ -478,6 +478,8 @@ def record_checkpoint_moved(
         else:
             closed: dict[str, Any] = {"reason": "superseded", "detected_by": "gateway"}
             if decision is not None:
+                # The state update's own checkpoint said so, not a gateway (SPEC §13).
+                closed["detected_by"] = "checkpointer"
                 closed["decision"] = decision
                 if authenticated_by is not None:
                     closed["authenticated_by"] = authenticated_by

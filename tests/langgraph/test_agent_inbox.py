@@ -142,6 +142,9 @@ def test_mark_as_resolved_closes_the_interrupt_as_an_ignore_by_the_servers_user(
     # The update's config names no authenticated user; the request's auth context does.
     assert closed.actor == "bob"
     assert closed.data["authenticated_by"] == "agent-server"
+    assert closed.data["detected_by"] == "checkpointer"  # no gateway ran
+    (record,) = store.audit(thread_id=thread_id, decision="ignore")
+    assert (record.decision, record.decision_source, record.authenticated_by) == ("ignore", "recorded", "agent-server")
     assert not [e for e in store.history(thread_id) if e.type == RESUMED]
     pending = {(p["thread_id"], p["interrupt_id"]) for p in store.list_pending()}
     assert (thread_id, interrupt_id) not in pending

@@ -4,11 +4,13 @@ The real server's cases are in ``test_agent_inbox.py``."""
 
 from __future__ import annotations
 
+import json
 import sys
 import types
 from typing import Any, TypedDict
 
 import pytest
+from cli_helpers import run_cli
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
@@ -59,6 +61,38 @@ def test_an_update_as_end_without_values_is_the_thread_level_ignore(store: Inter
         interrupt_id, "superseded", "ignore")
     # Outside an Agent Server no request names a user.
     assert closed.actor is None and "authenticated_by" not in closed.data
+    (record,) = store.audit(thread_id="t-end")
+    assert (record.decision, record.decision_source, record.authenticated_by) == ("ignore", "recorded", None)
+
+
+def _served_user(monkeypatch: pytest.MonkeyPatch, user: Any) -> None:
+    """The Agent Server's per-request auth context, as langgraph-api holds it, naming ``user``."""
+    fake = types.ModuleType("langgraph_api.utils")
+    fake.get_auth_ctx = lambda: None if user is None else types.SimpleNamespace(user=user)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "langgraph_api.utils", fake)
+
+
+def test_the_thread_level_ignore_is_audited_with_its_decision_and_who_decided(
+    store: InterruptStore, migrated_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SPEC §13 (§18 amendment): the audit shows the ignore's recorded decision and
+    ``authenticated_by``; the expiry says the checkpointer detected it, not a gateway."""
+    graph, config, interrupt_id = _paused(store, "t-audit")
+    _paused(store, "t-other")  # still pending: no decision
+    _served_user(monkeypatch, _User("bob", True))
+    graph.update_state(config, None, as_node=END)
+    (closed,) = [e for e in store.history("t-audit") if e.type == EXPIRED]
+    assert (closed.actor, closed.data["detected_by"], closed.data["authenticated_by"]) == (
+        "bob", "checkpointer", "agent-server")
+    (record,) = store.audit(thread_id="t-audit")
+    assert (record.outcome, record.reason, record.actor) == ("expired", "superseded", "bob")
+    assert (record.decision, record.decision_source, record.authenticated_by) == (
+        "ignore", "recorded", "agent-server")
+    assert [(r.thread_id, r.interrupt_id) for r in store.audit(decision="ignore")] == [("t-audit", interrupt_id)]
+    listed = json.loads(run_cli("audit", "--decision", "ignore", "--format", "json", db=migrated_url).stdout)
+    assert [(r["thread_id"], r["decision"], r["decision_source"], r["authenticated_by"]) for r in listed] == [
+        ("t-audit", "ignore", "recorded", "agent-server")]
+    assert store.verify().ok
 
 
 def test_an_update_with_values_is_a_plain_superseded(store: InterruptStore) -> None:
@@ -94,9 +128,7 @@ class _User:
 def test_the_request_user_is_the_servers_authenticated_one(
     monkeypatch: pytest.MonkeyPatch, user: Any, expected: str | None
 ) -> None:
-    fake = types.ModuleType("langgraph_api.utils")
-    fake.get_auth_ctx = lambda: None if user is None else types.SimpleNamespace(user=user)  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "langgraph_api.utils", fake)
+    _served_user(monkeypatch, user)
     assert request_user() == expected
     closing = update_closing({"source": "update"}, {"channel_values": {}}, {"branch:to:x": 2})
     assert closing == {
