@@ -85,6 +85,14 @@ class Subscription:
         return True
 
     @property
+    def scope(self) -> frozenset[str | None] | None:
+        """The tenants it is kept to, as :mod:`symfonic_store.redaction` reads a scope
+        (None: every tenant); what it is sent is redacted as for a principal of them."""
+        if self.tenants is None or "*" in self.tenants:
+            return None
+        return frozenset(self.tenants)
+
+    @property
     def target(self) -> str:
         """Where it delivers, secrets left out: scheme and host only."""
         if self.webhook is not None:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..errors import InvalidInputError
 from ..event_types import all_types
 from ..events import MINTED, StoredEvent
+from ..redaction import redact
 from ..store.plan import Op
 from ..store.runner import is_async_store
 from ..tracing import span
@@ -289,6 +290,9 @@ class Notifier:
 
     def _send(self, sub: Subscription, event: StoredEvent, interrupt: Interrupt | None) -> Outcome:
         sender = self._senders[sub.name]
+        # A subscription kept to some tenants is told what a principal of them is shown
+        # (SPEC §15): an expiry naming another tenant's mint loses that mint and its actor.
+        event = redact(self.store, sub.scope, event)
         msg_id = webhook_id(sub.name, event.position)
         now = datetime.fromtimestamp(time.time(), UTC)
         with span("symfonic.notify.deliver", **{

@@ -27,7 +27,7 @@ from ..errors import DatabaseError, InvalidInputError
 from ..services.audit import AUDIT_FIELDS
 from . import tenancy
 from .limits import BodyTooLarge, read_body
-from .paging import BadRequest, audit_page_of, page_limit
+from .paging import BadRequest, page_limit
 from .principal import Principal
 from .unavailable import RETRY_AFTER_SECONDS, is_unavailable, unavailable
 from .web import Problem, principal, query, raw_ids, service
@@ -238,8 +238,9 @@ async def audit(request: Request) -> Response:
             decision=query(request, "decision"),
             tenants=who.scope,
         )
-        page, cursor = audit_page_of(records, after=query(request, "after"), limit=limit)
-        page = await svc.lanes.run(tenancy.visible_records, svc.store, who, page, query(request, "actor"))
+        page, cursor = await svc.lanes.run(
+            tenancy.audit_page, svc.store, who, records, actor=query(request, "actor"), after=query(request, "after"), limit=limit
+        )
     except (BadRequest, InvalidInputError) as exc:
         raise _bad(exc) from None
     if output == "csv":

@@ -24,15 +24,33 @@ def encode_cursor(key: list[Any]) -> str:
     return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str, size: int) -> list[Any]:
+NOT_A_CURSOR = "after: not a cursor this API handed out (use the 'next' of a page)"
+
+
+def decode_cursor(cursor: str, size: int, shape: tuple[type, ...] | None = None) -> list[Any]:
+    """The key a cursor encodes: a list of ``size`` values (of the types of ``shape``,
+    when given: a forged key of other types is refused here, not compared later).
+
+    Raises:
+        BadRequest: it is not a cursor of this shape.
+    """
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         key = json.loads(raw)
     except (binascii.Error, ValueError, UnicodeDecodeError):
-        raise BadRequest("after: not a cursor this API handed out (use the 'next' of a page)") from None
+        raise BadRequest(NOT_A_CURSOR) from None
     if not isinstance(key, list) or len(key) != size:
-        raise BadRequest("after: not a cursor this API handed out (use the 'next' of a page)")
+        raise BadRequest(NOT_A_CURSOR)
+    # bool is an int to isinstance: a key holds none, so it is refused by its exact type.
+    if shape is not None and not all(
+        type(value) is kind for value, kind in zip(key, shape, strict=True)
+    ):
+        raise BadRequest(NOT_A_CURSOR)
     return key
+
+
+AUDIT_KEY_SHAPE = (str, str, str, int)
+"""The types of an audit key's values (:func:`audit_key`)."""
 
 
 def audit_key(record: AuditRecord) -> list[Any]:
@@ -52,7 +70,7 @@ def audit_page_of(
     """
     keyed = sorted(((audit_key(r), r) for r in records), key=lambda pair: tuple(pair[0]))
     if after is not None:
-        bound = tuple(decode_cursor(after, 4))
+        bound = tuple(decode_cursor(after, 4, AUDIT_KEY_SHAPE))
         keyed = [(k, r) for k, r in keyed if tuple(k) > bound]
     shown = keyed[:limit]
     return [r for _, r in shown], encode_cursor(shown[-1][0]) if len(keyed) > limit else None
@@ -77,5 +95,5 @@ def after_cursor(keyed: list[tuple[list[Any], Any]], cursor: list[Any]) -> list[
     try:
         bound = (float(cursor[0]), ids[0], ids[1])
     except (TypeError, ValueError):
-        raise BadRequest("after: not a cursor this API handed out (use the 'next' of a page)") from None
+        raise BadRequest(NOT_A_CURSOR) from None
     return [(k, p) for k, p in keyed if (k[0], k[1], k[2]) > bound]

@@ -12,6 +12,7 @@ import re
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from service_rig import BACKENDS, Served, answer_path, digest_of, serve, served_
 from symfonic_store import EXPIRED, RESUME_REJECTED, InterruptExpiredError, InterruptStore
 from symfonic_store.protocol import PENDING_KEY
 from symfonic_store.server import create_app
+from symfonic_store.server.paging import encode_cursor
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -415,3 +417,131 @@ def test_metrics_count_the_principals_tenants_open_interrupts(site: Site) -> Non
         return float(found.group(1))
 
     assert {who: open_markers(who) for who in SEES} == {"ann": 1.0, "gus": 1.0, "pat": 1.0, "root": 3.0}
+
+
+@contextmanager
+def _signed_in(site: Site, who: str) -> Iterator[httpx.Client]:
+    """A browser signed in to the inbox as ``who`` (the form, its CSRF token, the cookie)."""
+    with site.server.client() as browser:
+        form = browser.get("/signin")
+        csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', form.text)
+        assert csrf
+        signed = browser.post("/signin", data={"token": TOKENS[who][0], "csrf": csrf.group(1)})
+        assert signed.status_code in (302, 303)
+        yield browser
+
+
+def _superseded_by_globex(site: Site, requester: str, count: int) -> list[tuple[Minted, Minted]]:
+    """``count`` threads where acme's marker is superseded by globex's, minted by ``requester``."""
+    pairs = []
+    for n in range(count):
+        tag = uuid.uuid4().hex[:6]
+        thread = f"t-swap{n}-{tag}"
+        first = Minted(thread, f"i-acme-{tag}", "first_wire", f"FIRST-{tag}")
+        second = Minted(thread, f"i-globex-{tag}", "second_wire", f"SECOND-{tag}")
+        for m, tenant, actor in ((first, "acme", "agent"), (second, "globex", requester)):
+            site.store.mint(thread, marker(m.interrupt_id, name=m.name, secret=m.secret), actor=actor, tenant=tenant)
+        pairs.append((first, second))
+    return pairs
+
+
+def _close(site: Site, pairs: list[tuple[Minted, Minted]]) -> None:
+    """The other tests count open interrupts: globex's markers are answered."""
+    for _, second in pairs:
+        site.store.resume(second.thread_id, second.interrupt_id, {"approved": False}, actor="gus")
+
+
+def test_the_audit_answers_a_hidden_requester_as_it_answers_an_unknown_name(site: Site) -> None:
+    """acme's principal filtering the audit by the globex requester whose mints superseded
+    two acme markers gets exactly what a name never seen gets: no items, no next cursor
+    (JSON, CSV, and no Next link on the inbox's audit page) -- the page is cut from what
+    it may see, not from the store's matches."""
+    tag = uuid.uuid4().hex[:6]
+    hidden, unknown = f"cfo-{tag}@globex.example", f"nobody-{tag}@globex.example"
+    pairs = _superseded_by_globex(site, hidden, 2)
+    try:
+        with site.as_("root") as root:  # the store has two of acme's records under that name
+            seen = root.get("/api/audit", params={"actor": hidden, "limit": 1}).json()
+        assert [r["interrupt_id"] for r in seen["items"]] == [pairs[0][0].interrupt_id]
+        assert seen["next"] is not None
+        with site.as_("ann") as ann, _signed_in(site, "ann") as browser:
+            for extra in ({"limit": "1"}, {}):
+                answers = [ann.get("/api/audit", params={"actor": name, **extra}) for name in (hidden, unknown)]
+                assert [a.status_code for a in answers] == [200, 200]
+                assert answers[0].json() == answers[1].json() == {"items": [], "next": None}, extra
+                sheets = [ann.get("/api/audit", params={"actor": name, "format": "csv", **extra})
+                          for name in (hidden, unknown)]
+                assert sheets[0].text == sheets[1].text
+                assert [s.headers.get("x-next-cursor") for s in sheets] == [None, None]
+                pages = [browser.get("/audit", params={"actor": name, **extra}) for name in (hidden, unknown)]
+                assert [p.status_code for p in pages] == [200, 200]
+                assert ['id="next-page"' in p.text for p in pages] == [False, False], extra
+                assert pages[0].text.count("<tr") == pages[1].text.count("<tr")
+    finally:
+        _close(site, pairs)
+
+
+@pytest.mark.parametrize("key", [
+    [1, "t", "i", 0],
+    [None, "t", "i", 0],
+    ["2026-01-01T00:00:00+00:00", 7, "i", 0],
+    ["2026-01-01T00:00:00+00:00", "t", ["i"], 0],
+    ["2026-01-01T00:00:00+00:00", "t", "i", "0"],
+    ["2026-01-01T00:00:00+00:00", "t", "i", True],
+])
+def test_a_forged_audit_cursor_is_400_as_a_malformed_one(site: Site, key: list[Any]) -> None:
+    """A cursor of the right encoding and length whose values have other types than the
+    audit's keys (compared with them, a 500) is refused as one that is not a cursor."""
+    forged = encode_cursor(key)
+    with site.as_("root") as root, _signed_in(site, "root") as browser:
+        api = root.get("/api/audit", params={"after": forged, "limit": 1})
+        malformed = root.get("/api/audit", params={"after": "not*a*cursor", "limit": 1})
+        page = browser.get("/audit", params={"after": forged, "limit": 1})
+    assert (api.status_code, malformed.status_code) == (400, 400)
+    assert api.json() == malformed.json()
+    assert page.status_code == 400 and "not a cursor" in page.text
+
+
+def _streamed(site: Site, who: str, last: int) -> list[dict[str, Any]]:
+    """The events the stream sends ``who`` from the start, up to position ``last``."""
+    seen: list[dict[str, Any]] = []
+    with site.as_(who) as client, client.stream("GET", "/api/events/stream", params={"after": 0}) as r:
+        for line in r.iter_lines():
+            if line.startswith("data: "):
+                seen.append(json.loads(line[len("data: "):]))
+                if seen[-1]["position"] >= last:
+                    return seen
+    raise AssertionError(f"the stream ended before position {last}")
+
+
+def test_an_event_shown_redacted_carries_no_hash_and_no_version(site: Site) -> None:
+    """acme's principal is shown the expiry of its marker without the globex requester who
+    superseded it -- and without the hash and version that would confirm a guessed name or
+    count globex's events -- in the thread's replay, the log, its stream and the interrupt;
+    the events it is shown whole keep both, and an all-tenants principal sees them."""
+    pairs = _superseded_by_globex(site, GLOBEX_REQUESTER, 1)
+    ((first, _),) = pairs
+    try:
+        history = site.store.history(first.thread_id)
+        (expired,) = [e for e in history if e.type == EXPIRED]
+        assert expired.actor == GLOBEX_REQUESTER
+        for who, redacted in (("ann", True), ("root", False)):
+            with site.as_(who) as client:
+                replay = client.get(f"/api/threads/{_path(first.thread_id)}/events").json()
+                log = client.get("/api/events", params={"after": max(0, expired.position - 10), "limit": 1000}).json()
+                one = client.get(f"/api/interrupts/{_path(first.thread_id, first.interrupt_id)}").json()
+            streamed = _streamed(site, who, expired.position)
+            for where, events in (("replay", [s["event"] for s in replay]), ("log", log["items"]),
+                                  ("interrupt", one["events"]), ("stream", streamed)):
+                (seen,) = [e for e in events if e["position"] == expired.position]
+                (mint,) = [e for e in events if e["interrupt_id"] == first.interrupt_id and e["type"] == "interrupt.minted"]
+                assert {"hash", "version"} <= set(mint), (who, where)
+                if redacted:
+                    assert seen["actor"] is None and "superseded_by" not in seen["data"], where
+                    assert "hash" not in seen and "version" not in seen, (where, seen)
+                    assert expired.hash not in json.dumps(events), where
+                else:
+                    assert (seen["actor"], seen["hash"], seen["version"]) == (
+                        GLOBEX_REQUESTER, expired.hash, expired.version), where
+    finally:
+        _close(site, pairs)

@@ -14,7 +14,7 @@ from starlette.responses import Response
 
 from ...errors import InvalidInputError
 from .. import tenancy
-from ..paging import BadRequest, audit_page_of, page_limit
+from ..paging import BadRequest, page_limit
 from ..web import query, service
 from .pages import _need, render
 
@@ -39,8 +39,9 @@ async def audit_page(request: Request) -> Response:
             decision=chosen["decision"],
             tenants=who.scope,
         )
-        shown, cursor = audit_page_of(records, after=query(request, "after"), limit=limit)
-        shown = await svc.lanes.run(tenancy.visible_records, svc.store, who, shown, chosen["actor"])
+        shown, cursor = await svc.lanes.run(
+            tenancy.audit_page, svc.store, who, records, actor=chosen["actor"], after=query(request, "after"), limit=limit
+        )
     except (BadRequest, InvalidInputError) as exc:
         return render(request, "audit.html", who=who, status=400, title="Audit", filters=chosen,
                       rows=[], next_url=None, error=str(exc), paged=False)
