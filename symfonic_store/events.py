@@ -38,6 +38,29 @@ DETECTORS: Final = ("router", "sweep", "resume", "mint", "api", "gateway", "chec
 REJECTION_WHYS: Final = (
     "unknown", "already_resolved", "expired", "not_allowed", "in_progress", "not_taken"
 )
+ASSIGN_NOT_ALLOWED: Final = "assign_not_allowed"
+"""The ``why`` of a refused assignment (SPEC §15): ``interrupt.resume_rejected`` with data
+``{why, assign, error}`` (no ``response``), which is not an answer attempt."""
+
+
+def refused_assignment(data: Mapping[str, Any]) -> bool:
+    """Is this ``interrupt.resume_rejected`` data a refused assignment, not a refused answer?
+
+    ``why: "assign_not_allowed"``; or the shape releases before it recorded one in: ``why:
+    "not_allowed"`` with a ``response`` of exactly ``{"assign": "<to>"}`` (a refused answer
+    of that very shape reads as an assignment too: nothing else tells them apart).
+    """
+    why = data.get("why")
+    if why == ASSIGN_NOT_ALLOWED:
+        return True
+    response = data.get("response")
+    return (
+        why == "not_allowed"
+        and isinstance(response, dict)
+        and set(response) == {"assign"}
+        and isinstance(response["assign"], str)
+    )
+
 
 GENESIS_HASH: Final = "0" * 64
 """The "previous hash" of a thread's first event."""

@@ -129,6 +129,15 @@ async def _assign(request: Request, thread_id: str, interrupt_id: str) -> Respon
     """``POST .../assign {"to": "bob" | "role:finance"}`` (SPEC §15)."""
     svc = service(request)
     who = require(request, session=False)
+    if svc.limiters is not None:  # an assignment counts against the answers' limit
+        wait = svc.limiters.answers.hit(who.name)
+        if wait is not None:
+            raise Problem(
+                429,
+                f"too many answers and assignments from {who.name!r}: at most "
+                f"{svc.limiters.answers.limit} a minute; try again in {wait} s (nothing was written)",
+                headers={"Retry-After": str(wait)},
+            )
     media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if media != "application/json":
         raise Problem(415, "send the assignment as Content-Type: application/json")

@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..errors import DatabaseError, InvalidInputError
 from . import api
 from .approvals import Approvals
-from .auth import Authenticator, Network
+from .auth import Authenticator, Network, TokenAuth
 from .inbox import audit_page, pages
 from .lanes import Lanes, default_threads
 from .limits import RateLimits
@@ -199,7 +199,8 @@ def create_app(
     rules = policy if isinstance(policy, Policy) or policy is None else Policy.from_dict(policy)
     limit = store.max_payload_bytes or DEFAULT_BODY_LIMIT
     svc = Service(
-        approvals=Approvals(store, gateways=gateways, policy=rules, served=served),
+        approvals=Approvals(store, gateways=gateways, policy=rules, served=served,
+                            principals=auth.principals if isinstance(auth, TokenAuth) else None),
         auth=auth,
         sessions=Sessions(session_secret or secrets.token_bytes(32), lifetime=session_lifetime),
         metrics=ServiceMetrics(store),

@@ -29,7 +29,7 @@ import hmac
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -55,7 +55,7 @@ from ..events import ASSIGNED, ENDINGS, ESCALATED, EXPIRED, MINTED, RESUMED, VOT
 from ..policy import Policy
 from ..projection import is_native_mint
 from ..store import rules as rule
-from ..store.vote_ops import AlreadyVotedError
+from ..store.vote_ops import AlreadyVotedError, assignee
 from . import tenancy
 from .paging import DEFAULT_PAGE, after_cursor, decode_cursor, encode_cursor
 from .principal import Principal
@@ -152,6 +152,8 @@ class Approvals:
         store: the store (an :class:`~symfonic_store.InterruptStore`).
         gateways: the served graphs' gateways by graph name (``graph.name``).
         policy: the policy file's rules, or None (anyone authenticated may answer).
+        served: the Agent Server of ``--langgraph-url``, or None.
+        principals: who the service knows, when it can list them (``TokenAuth.principals``).
     """
 
     def __init__(
@@ -161,12 +163,16 @@ class Approvals:
         gateways: Mapping[str, InterruptGateway] | None = None,
         policy: Policy | None = None,
         served: ServedGraphs | None = None,
+        principals: Callable[[], Collection[str]] | None = None,
     ) -> None:
         self.store = store
         self.gateways = dict(gateways or {})
         self.policy = policy
         self.served = served
         """The Agent Server whose graphs' interrupts this service answers (--langgraph-url)."""
+        self.principals = principals
+        """The principals the service knows, read at each call (a tokens file's names); None
+        when it cannot list them (JWTs, a proxy's header): an assignee is then taken on trust."""
 
     # --- reading ---------------------------------------------------------------------
 
@@ -571,23 +577,34 @@ class Approvals:
         return why
 
     def assign(self, principal: Principal, thread_id: str, interrupt_id: str, to: Any) -> Result:
-        """Assign an interrupt to a principal or ``role:<name>`` (SPEC §15): only a
-        principal allowed to answer it; an assigned one only with a ``reassign`` role."""
-        if not isinstance(to, str) or not to.strip() or to == "role:":
-            return _error(400, '"to" must be a principal or "role:<name>"')
-        kind, target = ("role", to[len("role:"):]) if to.startswith("role:") else ("principal", to)
+        """Assign an interrupt to a principal or ``role:<name>`` (SPEC §15), ``to`` trimmed
+        (:func:`~symfonic_store.store.vote_ops.assignee`) and, with tokens, a principal the
+        file names (else 400): only a principal allowed to answer it, an assigned one only
+        with a ``reassign`` role (else 403, recorded as a refused assignment by the store's
+        ``record_assign_refusal``, never as an answer); a quorum's only to a role (else
+        409, nothing written)."""
+        try:
+            kind, target = assignee(to)
+        except InvalidInputError as exc:
+            return _error(400, f'"to" must be a principal or "role:<name>" ({exc}); nothing was written')
+        if kind == "principal" and self.principals is not None and target not in self.principals():
+            return _error(400, f"{target!r} is not a principal of this service (its tokens file "
+                          "names none such); nothing was written")
+        shown = _assignee({"to": target, "kind": kind})
         where = f"interrupt {interrupt_id!r} on thread {thread_id!r}"
         record = self._visible_record(principal, thread_id, interrupt_id)
         if record is None:
             return _error(404, f"{where} is unknown: nothing was minted with that id; nothing was written")
+        quorum = None if self.policy is None else self.policy.quorum_for(record.get("name"))
         try:
             assignment = self.store.assignment(thread_id, interrupt_id)
             why = self.assign_refusal(principal, record.get("name"), record.get("actor"), assignment)
             if why is not None:
-                self.store.record_refusal(
-                    thread_id, interrupt_id, {"assign": to}, actor=principal.name, error=why
-                )
+                self.store.record_assign_refusal(thread_id, interrupt_id, shown, actor=principal.name, error=why)
                 return _error(403, f"not allowed: {why}; the refusal has been recorded")
+            why = rule.quorum_assign_refusal(kind, target, None if quorum is None else quorum[0])
+            if why is not None:
+                return _error(409, f"{why}; nothing was written")
             self.store.assign(thread_id, interrupt_id, to=target, kind=kind, actor=principal.name)
         except InterruptAlreadyResolvedError as exc:
             return _error(409, str(exc))
@@ -595,4 +612,4 @@ class Approvals:
             return _error(410, str(exc), reason=exc.reason)
         except SymfonicStoreError as exc:
             return _failed(exc)
-        return Result(200, {"assigned_to": to})
+        return Result(200, {"assigned_to": shown})

@@ -260,6 +260,11 @@ class TokenAuth:
     def credentials_sent(self, conn: HTTPConnection) -> bool:
         return "authorization" in conn.headers
 
+    def principals(self) -> frozenset[str]:
+        """The principals the file names now (none while it does not parse): who an
+        interrupt may be assigned to (SPEC §15)."""
+        return frozenset(self._current())
+
     def from_request(self, conn: HTTPConnection) -> Principal | None:
         token = _bearer(conn)
         if token is None:

@@ -7,7 +7,8 @@ event once, in pages, from the beginning of the log (bounded work per scrape whi
 catches up on a large log; ``symfonic_log_position`` says how far it got).
 
 - ``symfonic_open_interrupts{source}``, ``symfonic_oldest_open_interrupt_age_seconds``
-- ``symfonic_answers_total{outcome}``: ``resumed``, and each refusal by its ``why``
+- ``symfonic_answers_total{outcome}``: ``resumed``, and each refusal by its ``why`` (a
+  refused assignment is no answer: it is counted only in ``symfonic_events_total``)
 - ``symfonic_expiries_total{reason}``
 - ``symfonic_events_total{type}``: the log's events by type, every type the registry
   declares (:mod:`symfonic_store.event_types`) listed, 0 when none was appended
@@ -40,7 +41,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from ..event_types import all_types
-from ..events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED
+from ..events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED, refused_assignment
 from ..notify.metrics import delivery_metrics
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ class LogTail:
                 self.answer_sum += waited
                 index = next((i for i, le in enumerate(ANSWER_BUCKETS) if waited <= le), len(ANSWER_BUCKETS))
                 self.buckets[index] += 1
-        elif event.type == RESUME_REJECTED:
+        elif event.type == RESUME_REJECTED and not refused_assignment(event.data):
             self.answers[str(event.data.get("why"))] += 1
         elif event.type == EXPIRED:
             self.expiries[str(event.data.get("reason"))] += 1

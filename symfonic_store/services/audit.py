@@ -16,7 +16,7 @@ from .. import native
 from ..db.statements.audit import audit_rows, utc
 from ..db.statements.votes import quorum_approvers
 from ..decisions import builtin, reported
-from ..events import RESUMED
+from ..events import RESUMED, refused_assignment
 
 AUDIT_FIELDS = (
     "thread_id",
@@ -60,7 +60,8 @@ class AuditRecord:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     """The refused answers (``interrupt.resume_rejected``), in the order they happened:
     ``{"actor", "why", "error", "at"}``, ``error`` None unless the refusal names one,
-    ``at`` a timezone-aware UTC datetime."""
+    ``at`` a timezone-aware UTC datetime. A refused assignment is not an answer and is
+    left out (:func:`~symfonic_store.events.refused_assignment`)."""
     decision: str | None = None
     """What the answer decided (SPEC §12): ``approve``/``reject``/``edit``/``respond``
     (HITL middleware, breakpoints, ``{"approved": bool}``), ``accept``/``edit``/
@@ -294,7 +295,9 @@ def audit(
     # record would cost a round trip per interrupt (bench/audit.py: 10,000 of them).
     rows, attempt_rows = audit_rows(conn, thread_id=thread_id, actor=actor, scope=scope)
     attempts: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for t_id, i_id, a_actor, a_why, a_error, a_at in attempt_rows:
+    for t_id, i_id, a_actor, a_why, a_error, a_at, a_response in attempt_rows:
+        if refused_assignment({"why": a_why, "response": None if a_response is None else _json(a_response)}):
+            continue  # an assignment refused, not an answer (SPEC §15)
         attempts.setdefault((t_id, i_id), []).append(
             {"actor": a_actor, "why": a_why, "error": a_error, "at": utc(a_at)}
         )

@@ -193,6 +193,18 @@ def reassign_refusal(
     )
 
 
+def quorum_assign_refusal(kind: str, to: str, needed: int | None) -> str | None:
+    """Why an interrupt decided by a quorum of ``needed`` may not be assigned to ``to``
+    (of ``kind``): only a role may hold it, for one principal could cast only one of the
+    votes, and the others would be refused as not its assignee; None when it may."""
+    if needed is None or kind == "role":
+        return None
+    return (
+        f"the interrupt is decided by a quorum of {needed} votes: assign it to a role "
+        f"(\"role:<name>\"), whose principals may each vote, not to the one principal {to!r}"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Tally:
     """A quorum's count after a vote."""

@@ -188,6 +188,7 @@ class InterruptStore(Integrations):
     sweep = _Operation(Operations.sweep)
     escalations = _Operation(Operations.escalations)
     assign = _Operation(Operations.assign)
+    record_assign_refusal = _Operation(Operations.record_assign_refusal)
     vote = _Operation(Operations.vote)
     votes = _Operation(Operations.votes)
     assignment = _Operation(Operations.assignment)

@@ -1,4 +1,5 @@
-"""The plans of assignment and quorum votes (SPEC §15): ``assign`` and ``vote``.
+"""The plans of assignment and quorum votes (SPEC §15): ``assign``, a refused
+assignment's record (``record_assign_refusal``) and ``vote``.
 
 Both append one event under the thread's lock, to an interrupt that was minted and has
 no ending: ``interrupt.assigned`` (data: ``to``, ``kind``) and ``interrupt.voted``
@@ -29,7 +30,7 @@ from ..errors import (
     InvalidInputError,
     UnknownInterruptError,
 )
-from ..events import ASSIGNED, RESUMED, VOTED
+from ..events import ASSIGN_NOT_ALLOWED, ASSIGNED, RESUME_REJECTED, RESUMED, VOTED
 from ..projection_gaps import missing_row
 from . import rules as rule
 from .append import ThreadWriter, flush
@@ -37,6 +38,8 @@ from .plan import Op, Plan
 from .settings import Settings
 
 ASSIGN_KINDS: Final = ("principal", "role")
+ROLE_PREFIX: Final = "role:"
+"""How the service is told an assignee is a role (``{"to": "role:finance"}``)."""
 
 
 class AlreadyVotedError(InterruptStateError):
@@ -80,6 +83,41 @@ def assign_interrupt(
     flush(conn, [w])
 
 
+def refuse_assignment(
+    conn: Connection, thread_id: str, interrupt_id: str, *, assign: str, actor: str, error: str
+) -> None:
+    """Record a refused assignment: ``interrupt.resume_rejected`` with data ``{why:
+    "assign_not_allowed", assign, error}`` -- no ``response``, for it answered nothing."""
+    w = _open_writer(conn, thread_id, interrupt_id)
+    w.append(RESUME_REJECTED, interrupt_id=interrupt_id, actor=actor,
+             data={"why": ASSIGN_NOT_ALLOWED, "assign": assign, "error": error})
+    flush(conn, [w])
+
+
+def assignee_name(to: Any) -> str:
+    """An assignee (a principal, or a role without its ``role:`` prefix) as recorded:
+    trimmed of surrounding whitespace, then a non-empty id of at most 255 characters.
+
+    Raises:
+        InvalidInputError: not a string, or empty or too long once trimmed.
+    """
+    return validation.required_id(to.strip() if isinstance(to, str) else to, "to")
+
+
+def assignee(to: Any) -> tuple[str, str]:
+    """``(kind, name)`` of an assignment as the service is sent it: ``"bob"`` is the
+    principal ``bob``, ``"role:finance"`` the role ``finance``; surrounding whitespace,
+    also after ``role:``, is not part of the name (:func:`assignee_name`).
+
+    Raises:
+        InvalidInputError: not a string, or no name once trimmed.
+    """
+    text = to.strip() if isinstance(to, str) else to
+    if isinstance(text, str) and text.startswith(ROLE_PREFIX):
+        return "role", assignee_name(text[len(ROLE_PREFIX):])
+    return "principal", assignee_name(text)
+
+
 def vote_interrupt(
     conn: Connection, thread_id: str, interrupt_id: str, *, decision: str, response: Any, actor: str
 ) -> list[dict[str, Any]]:
@@ -105,18 +143,38 @@ class VoteOps(Settings):
         self, thread_id: str, interrupt_id: str, *, to: str, kind: str = "principal", actor: str
     ) -> Plan[None]:
         """Record ``interrupt.assigned``: the interrupt is handed to the principal or role
-        ``to`` (``kind``: ``principal`` or ``role``), by ``actor``.
+        ``to`` (``kind``: ``principal`` or ``role``), by ``actor``; ``to`` is recorded
+        trimmed of surrounding whitespace (``" bob "`` is ``bob``).
 
         Raises:
             UnknownInterruptError, InterruptAlreadyResolvedError, InterruptExpiredError:
                 nothing was written.
-            InvalidInputError: bad ids, or a ``kind`` not listed.
+            InvalidInputError: bad ids, an empty ``to``, or a ``kind`` not listed.
         """
         t, i, a = validation.answer_ids(thread_id, interrupt_id, actor)
-        target = validation.required_id(to, "to")
+        target = assignee_name(to)
         if kind not in ASSIGN_KINDS:
             raise InvalidInputError("kind", f"must be one of {', '.join(ASSIGN_KINDS)}")
         yield Op(partial(assign_interrupt, thread_id=t, interrupt_id=i, to=target, kind=kind, actor=a), write=True)
+
+    def record_assign_refusal(
+        self, thread_id: str, interrupt_id: str, to: str, *, actor: str, error: str
+    ) -> Plan[None]:
+        """Record an assignment its caller refused (the service's policy, SPEC §15):
+        ``interrupt.resume_rejected`` with ``why: "assign_not_allowed"`` and data ``assign``
+        (``to`` as the caller was sent it: a principal or ``role:<name>``) and ``error``
+        (why, in words), ``actor`` the principal. It is not an answer attempt: the audit's
+        ``attempts`` and the answer metrics leave it out.
+
+        Raises:
+            UnknownInterruptError, InterruptAlreadyResolvedError, InterruptExpiredError:
+                nothing was written.
+            InvalidInputError: bad ids, or an empty ``to``.
+        """
+        t, i, a = validation.answer_ids(thread_id, interrupt_id, actor)
+        fn = partial(refuse_assignment, thread_id=t, interrupt_id=i, assign=assignee_name(to),
+                     actor=a, error=str(error)[:1000])
+        yield Op(fn, write=True)
 
     def vote(
         self, thread_id: str, interrupt_id: str, decision: str, response: Any = None, *, actor: str

@@ -323,7 +323,8 @@ def csrf_of(html: str) -> str:
 
 def test_the_inbox_page_shows_the_votes_so_far_and_assigns_through_its_form(site: Site) -> None:
     """The interrupt's page says 1 of 2 approvals and who voted; its assignment form
-    records interrupt.assigned and the page then names the assignee."""
+    refuses one principal for a quorum (409, the reason on the page, nothing written),
+    records interrupt.assigned to a role, and the page then names the assignee."""
     t = thread("page")
     i = mint(site.store, t, name="two_of_finance", actor="requester")
     assert vote(site, "fin1", t, i).status_code == 200
@@ -332,16 +333,18 @@ def test_the_inbox_page_shows_the_votes_so_far_and_assigns_through_its_form(site
         page = client.get(f"/interrupts/{t}/{i}")
         assert page.status_code == 200
         assert "1 of 2 approvals" in page.text and "<b>fin1</b> (approve)" in page.text
-        assert 'id="assign"' in page.text
-        moved = client.post(f"/interrupts/{t}/{i}/assign", data={"to": "fin3", "csrf": csrf_of(page.text)})
+        assert 'id="assign"' in page.text and "To role:&lt;name&gt; (a quorum" in page.text
+        refused = client.post(f"/interrupts/{t}/{i}/assign", data={"to": "fin3", "csrf": csrf_of(page.text)})
+        assert refused.status_code == 409 and "quorum of 2" in refused.text
+        assert not [e for e in site.store.history(t) if e.type == ASSIGNED]
+        moved = client.post(f"/interrupts/{t}/{i}/assign", data={"to": "role:finance", "csrf": csrf_of(page.text)})
         assert moved.status_code in (200, 303), moved.text
         after = client.get(f"/interrupts/{t}/{i}").text
     finally:
         client.close()
-    assert '<dd id="assigned-to"><b>fin3</b></dd>' in after
-    assert "assigned to &#39;fin3&#39;" in after or "assigned to 'fin3'" in after  # no buttons for fin2
+    assert '<dd id="assigned-to"><b>role:finance</b></dd>' in after
     (assigned,) = [e for e in site.store.history(t) if e.type == ASSIGNED]
-    assert (assigned.actor, assigned.data) == ("fin2", {"to": "fin3", "kind": "principal"})
+    assert (assigned.actor, assigned.data) == ("fin2", {"to": "finance", "kind": "role"})
     assert 'id="assign"' not in after  # fin2 may not reassign it (no "lead" role)
 
 

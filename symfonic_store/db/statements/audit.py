@@ -151,7 +151,9 @@ def _audit_attempts_query(
     :func:`_audit_query` lists, in one statement: per thread, in version order.
 
     Columns: ``thread_id``, ``interrupt_id``, ``actor``, ``audit_reason`` (the ``why``),
-    ``audit_error``, ``occurred_at`` (as :func:`_stored` reads it).
+    ``audit_error``, ``occurred_at`` (as :func:`_stored` reads it), and the ``response`` as
+    JSON text where the ``why`` is ``not_allowed`` (else NULL): a refused assignment of
+    releases before ``assign_not_allowed`` is told by it (:func:`symfonic_store.events.refused_assignment`).
     Refusals of an id never minted on the thread belong to no record and are left out.
     """
     # Alike the query above in shape only, deliberately spelled out: it selects its own columns.
@@ -165,6 +167,7 @@ def _audit_attempts_query(
             rejected.c.audit_reason,
             rejected.c.audit_error,
             _stored(rejected.c.occurred_at),
+            _text(sa.case((rejected.c.audit_reason == "not_allowed", rejected.c.data["response"]))),
         )
         .select_from(
             rejected.join(

@@ -382,9 +382,15 @@ async def _answer(request: Request, thread_id: str, interrupt_id: str) -> Respon
 
 
 async def _assign(request: Request, thread_id: str, interrupt_id: str) -> Response:
-    """The inbox's assignment form (SPEC §15): a principal or ``role:<name>``."""
+    """The inbox's assignment form (SPEC §15): a principal or ``role:<name>`` (trimmed, as
+    the API's, by the store's rule); it counts against the answers' rate limit."""
     svc, who, form = await _posted(request)
-    result = await svc.lanes.write(svc.approvals.assign, who, thread_id, interrupt_id, form.get("to", "").strip())
+    if svc.limiters is not None:
+        wait = svc.limiters.answers.hit(who.name)
+        if wait is not None:
+            return await _show(request, who, thread_id, interrupt_id, status=429,
+                               error=f"Too many answers and assignments: try again in {wait} s.")
+    result = await svc.lanes.write(svc.approvals.assign, who, thread_id, interrupt_id, form.get("to", ""))
     if result.status == 200:
         return redirect(request, f"/interrupts/{segment(thread_id)}/{segment(interrupt_id)}")
     return await _show(request, who, thread_id, interrupt_id, status=result.status,
