@@ -1,5 +1,5 @@
 """Caches keyed by the identity of an object: the fast path's compiled statements (by
-``id()``) and a scoped audit's statements (one pair per shape).
+``id()``), a scoped audit's statements (one pair per shape), and the backend of an engine.
 
 An ``id()`` is only unique among the objects alive at once: a cache keyed by it must keep
 its object alive, or a later object on the same address is served the first one's entry
@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from factories import marker
 
 from symfonic_store import InterruptAlreadyResolvedError, InterruptStore
+from symfonic_store.db.backends import backend_of
 from symfonic_store.db.executor import CursorExecutor, executor_for
 from symfonic_store.db.executors.cursor import CACHE_LIMIT
 from symfonic_store.db.statements.audit import scoped_audit_queries
@@ -119,3 +120,15 @@ def test_scopes_of_one_shape_share_their_statements() -> None:
     assert scoped_audit_queries(False, False, 2, True) is scoped_audit_queries(False, False, 2, True)
     assert scoped_audit_queries(False, False, 2, True) is not scoped_audit_queries(False, False, 2, False)
 
+
+def test_a_dropped_engines_backend_goes_with_it() -> None:
+    """The backend is kept for the engine's lifetime, not for the process's."""
+    engine = sa.create_engine("sqlite://")
+    backend = backend_of(engine)
+    assert backend_of(engine.execution_options(isolation_level="AUTOCOMMIT")) is backend
+    gone = weakref.ref(backend)
+    del backend
+    engine.dispose()
+    del engine
+    gc.collect()
+    assert gone() is None
