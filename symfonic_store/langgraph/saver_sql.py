@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -111,6 +112,10 @@ def _postgres_classes() -> tuple[type[Any], type[Any]]:
     return _POSTGRES_CLASSES
 
 
+_SAVERS = "symfonic_savers"
+"""The key, in a DBAPI connection's ``info``, of its savers by :class:`_Sql` (weakly)."""
+
+
 class _Sql:
     """LangGraph's saver for the store's backend, bound to a connection call by call.
 
@@ -137,10 +142,14 @@ class _Sql:
         """The saver, on ``conn``'s driver connection.
 
         One shallow copy per DBAPI connection, kept in its ``info`` (a connection is
-        used by one caller at a time, and the copy's only state is that connection).
+        used by one caller at a time, and the copy's only state is that connection), by
+        this object held weakly: a pooled connection outlives the checkpointers made
+        on it, and must not keep each one's saver alive (nor grow by one per checkpointer).
         """
-        info = conn.info
-        saver = info.get(self)
+        savers = conn.info.get(_SAVERS)
+        if savers is None:
+            savers = conn.info[_SAVERS] = weakref.WeakKeyDictionary()
+        saver = savers.get(self)
         if saver is not None:
             return saver
         if self.awaits:
@@ -153,7 +162,7 @@ class _Sql:
         else:
             saver = copy.copy(self._template)
             saver.conn = conn.connection.dbapi_connection
-        info[self] = saver
+        savers[self] = saver
         return saver
 
     def call(self, conn: Connection, method: str, *args: Any, **kwargs: Any) -> Any:

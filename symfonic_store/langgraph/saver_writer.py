@@ -219,10 +219,17 @@ def _sqlite_writer(engine: Any) -> _SqliteWriter:
 
 
 def _async_writer_queue(engine: Any) -> asyncio.Lock:
-    """As :class:`_SqliteWriter`'s lock, for the coroutines of one event loop."""
+    """As :class:`_SqliteWriter`'s lock, for the coroutines of one event loop.
+
+    Kept per loop (a lock belongs to the loop that first waits on it); a new loop's
+    lock is made after the closed loops' are dropped, so a store used from one
+    ``asyncio.run`` after another keeps no finished loop alive."""
     loops = _ASYNC_QUEUES.setdefault(engine, {})
     loop = asyncio.get_running_loop()
     lock = loops.get(loop)
     if lock is None:
-        lock = loops[loop] = asyncio.Lock()
+        with _WRITERS_LOCK:  # loops of other threads may be added meanwhile
+            for closed in [old for old in loops if old.is_closed()]:
+                del loops[closed]
+            lock = loops.setdefault(loop, asyncio.Lock())
     return lock

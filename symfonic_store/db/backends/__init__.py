@@ -9,7 +9,7 @@ layout), its entry in :data:`BACKENDS`, and a subclass of the contract tests in
 
 from __future__ import annotations
 
-import weakref
+import threading
 from typing import Any
 
 from sqlalchemy.engine import Connection, Dialect, Engine
@@ -25,17 +25,25 @@ BACKENDS: dict[str, type[Backend]] = {
 """The backends by SQLAlchemy dialect name. A dialect without one gets the base
 :class:`~.base.Backend`: SQLAlchemy Core, no hooks (it cannot hold a store's schema)."""
 
-_CHOSEN: weakref.WeakKeyDictionary[Dialect, Backend] = weakref.WeakKeyDictionary()
+_BACKEND = "_symfonic_backend"
+"""The attribute of a dialect that holds its backend. Not a WeakKeyDictionary keyed by
+the dialect: the backend refers to its dialect, so such an entry would never be dropped,
+and every engine ever made would stay alive with its backend and compiled statements."""
+_CHOOSING = threading.Lock()
 
 
 def backend_of(bind: Connection | Engine | Dialect | Any) -> Backend:
     """The backend of an engine (or of a connection's engine, or of a dialect), made the
-    first time it is asked for and kept for the engine's lifetime (keyed by its dialect,
-    which the engine's option copies and asyncio wrapper share)."""
+    first time it is asked for and kept for the engine's lifetime (on its dialect, which
+    the engine's option copies and asyncio wrapper share, and goes with it)."""
     dialect: Dialect = bind if isinstance(bind, Dialect) else bind.dialect
-    backend = _CHOSEN.get(dialect)
+    backend: Backend | None = getattr(dialect, _BACKEND, None)
     if backend is None:
-        backend = _CHOSEN[dialect] = BACKENDS.get(dialect.name, Backend)(dialect)
+        with _CHOOSING:  # one backend per dialect, even when two threads ask first
+            backend = getattr(dialect, _BACKEND, None)
+            if backend is None:
+                backend = BACKENDS.get(dialect.name, Backend)(dialect)
+                setattr(dialect, _BACKEND, backend)
     return backend
 
 

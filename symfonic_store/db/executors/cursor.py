@@ -6,6 +6,14 @@ SQLAlchemy's per-execution work. Transactions are the driver's own BEGIN and COM
 backend's BEGIN statements), without SQLAlchemy's transaction bookkeeping. The SQL is
 still the Core statement's: there is no second copy of it.
 
+The compiled forms are kept by the statement's ``id()`` (a dict look-up of an int, no
+per-call key work on the append path), and each entry keeps its statement alive: an id
+is then never reused by another statement while an entry names it, so a statement built
+per call (a scoped audit's) cannot be served another's SQL. The caches hold at most
+:data:`CACHE_LIMIT` statements, the oldest dropped first (to be compiled again when next
+used); a caller that builds statements per call memoises them per shape, so the store's
+own never come near it.
+
 The fast path is chosen only while nobody listens (see
 :func:`symfonic_store.db.executor.choose_executor`). A statement that does go through
 SQLAlchemy inside a fast-path transaction (the sweep's dynamic queries, say) joins that
@@ -15,9 +23,10 @@ and sends no BEGIN.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -30,6 +39,9 @@ if TYPE_CHECKING:
     from ..backends.base import Backend
 
 Processor = Callable[[Any], Any] | None
+
+CACHE_LIMIT = 512
+"""The most statements each of an executor's caches keeps (see the module docstring)."""
 
 
 @dataclass(slots=True)
@@ -44,13 +56,17 @@ class Prepared:
     """Does the driver take a dict by placeholder name (else a tuple in order)?"""
     columns: tuple[sa.types.TypeEngine[Any], ...]
     """The selected columns' types (none for a write)."""
+    statement: sa.ClauseElement
+    """The statement itself: while it is cached, its ``id()`` (the cache's key) is its own."""
     processed: tuple[tuple[int, Callable[[Any], Any]], ...] | None = None
     """``(column index, result processor)`` for the columns whose type converts values;
     made at the first fetch, from the driver's column type codes (PostgreSQL's numeric
     processors depend on them)."""
 
 
-Positional = tuple[Prepared, tuple[int, ...], tuple[tuple[int, Callable[[Any], Any], bool], ...]]
+Positional = tuple[
+    Prepared, tuple[int, ...] | None, tuple[tuple[int, Callable[[Any], Any], bool], ...]
+]
 """See :meth:`CursorExecutor._positional_for`."""
 
 
@@ -62,12 +78,29 @@ class CursorExecutor(Executor):
     def __init__(self, backend: Backend) -> None:
         super().__init__(backend)
         dialect = self.dialect = backend.dialect
+        # Keyed by id(stmt); each value holds its statement (Prepared.statement), so the
+        # id cannot be another statement's while the entry lives.
         self._prepared: dict[tuple[int, tuple[str, ...] | None], Prepared] = {}
-        self._positional: dict[tuple[int, Sequence[str]], Positional | Literal[False]] = {}
+        self._positional: dict[tuple[int, Sequence[str]], Positional] = {}
+        self._adding = threading.Lock()
         self._error = dialect.loaded_dbapi.Error
 
+    def _remember(self, cache: dict[Any, Any], key: Any, value: Any) -> None:
+        """``cache[key] = value``, the oldest entries dropped to stay within
+        :data:`CACHE_LIMIT` (only when a statement is compiled: never on a hit)."""
+        with self._adding:
+            while len(cache) >= CACHE_LIMIT:
+                del cache[next(iter(cache))]
+            cache[key] = value
+
+    def cache_sizes(self) -> tuple[int, int]:
+        """How many entries each cache holds (compiled statements, and the positional
+        bindings of :meth:`write_values`): at most :data:`CACHE_LIMIT` each."""
+        return len(self._prepared), len(self._positional)
+
     def prepare(self, stmt: sa.ClauseElement, column_keys: Sequence[str] | None = None) -> Prepared:
-        """Compile ``stmt`` once for this dialect (the statements are module constants)."""
+        """Compile ``stmt`` once for this dialect (kept while it is among the last
+        :data:`CACHE_LIMIT` statements compiled, with the statement itself)."""
         key = (id(stmt), None if column_keys is None else tuple(column_keys))
         prepared = self._prepared.get(key)
         if prepared is not None:
@@ -93,8 +126,8 @@ class CursorExecutor(Executor):
         columns = (
             tuple(c.type for c in stmt.selected_columns) if isinstance(stmt, sa.Select) else ()
         )
-        prepared = Prepared(compiled.string, tuple(binds), named, columns)
-        self._prepared[key] = prepared
+        prepared = Prepared(compiled.string, tuple(binds), named, columns, stmt)
+        self._remember(self._prepared, key, prepared)
         return prepared
 
     def _processors(self, prepared: Prepared, description: Any) -> tuple[tuple[int, Callable[[Any], Any]], ...]:
@@ -240,9 +273,9 @@ class CursorExecutor(Executor):
         found = self._positional.get((id(stmt), keys))
         if found is None:
             found = self._positional_for(stmt, keys)
-        if found is False:
-            return super().write_values(conn, stmt, keys, rows)
         prepared, order, processors = found
+        if order is None:
+            return super().write_values(conn, stmt, keys, rows)
         many = []
         for row in rows:
             args = [row[i] for i in order] if order else list(row)
@@ -264,14 +297,15 @@ class CursorExecutor(Executor):
         except self._error as exc:
             raise self._driver_error(conn, prepared.sql, many, exc) from exc
 
-    def _positional_for(self, stmt: sa.Executable, keys: Sequence[str]) -> Positional | Literal[False]:
-        """How :meth:`write_values` binds ``keys`` into ``stmt``: the prepared statement,
-        each bind's index among ``keys`` (empty: the binds are the keys in order), and
-        ``(bind index, bind processor, skipped for None)`` of the binds that convert
-        values; False where the driver takes named parameters."""
+    def _positional_for(self, stmt: sa.Executable, keys: Sequence[str]) -> Positional:
+        """How :meth:`write_values` binds ``keys`` into ``stmt``: the prepared statement
+        (which holds ``stmt``: see :meth:`prepare`), each bind's index among ``keys``
+        (empty: the binds are the keys in order; None: the driver takes named
+        parameters, and :meth:`write_values` makes dicts), and ``(bind index, bind
+        processor, skipped for None)`` of the binds that convert values."""
         insert = isinstance(stmt, sa.Insert)
         prepared = self.prepare(cast(sa.ClauseElement, stmt), keys if insert else None)
-        found: Positional | Literal[False] = False
+        found: Positional = (prepared, None, ())
         if not prepared.named:
             index = {key: i for i, key in enumerate(keys)}
             missing = [name for name, *_ in prepared.binds if name not in index]
@@ -285,7 +319,7 @@ class CursorExecutor(Executor):
                 if processor is not None
             )
             found = (prepared, order, processors)
-        self._positional[(id(stmt), tuple(keys))] = found
+        self._remember(self._positional, (id(stmt), tuple(keys)), found)
         return found
 
     def write_counted(self, conn: Connection, stmt: sa.Executable, row: Mapping[str, Any]) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 import sqlalchemy as sa
@@ -207,6 +208,25 @@ _AUDIT = {
     for t in (False, True)
     for a in (False, True)
 }
+
+
+@lru_cache(maxsize=64)
+def scoped_audit_queries(
+    by_thread: bool, by_actor: bool, named: int, untenanted: bool
+) -> tuple[sa.Select[Any], sa.Select[Any]]:
+    """The two statements of a scoped audit (:func:`_audit_query`,
+    :func:`_audit_attempts_query`), built once per shape: the filters, how many tenants
+    the scope names (bound as ``n0``.. in sorted order) and whether it shows the
+    untenanted. The tenants themselves are parameters, so every scope of one shape runs
+    the same statements, compiled once by the fast paths; the most recent shapes are
+    kept (bounded: a scope's size is the caller's)."""
+    n = (named, untenanted)
+    return (
+        _audit_query(by_thread=by_thread, by_actor=by_actor, by_tenant=n),
+        _audit_attempts_query(by_thread=by_thread, by_actor=by_actor, by_tenant=n),
+    )
+
+
 def audit_rows(
     conn: Connection,
     *,
@@ -220,11 +240,11 @@ def audit_rows(
     params: dict[str, Any] = {"t": thread_id, "a": actor}
     if scope is None:
         records, attempts = _AUDIT[(thread_id is not None, actor is not None)]
-    else:  # built per call: its shape depends on how many tenants it names
+    else:  # one pair per shape: how many tenants it names, and whether None is one
         named = sorted(t for t in scope if t is not None)
         params.update({f"n{i}": t for i, t in enumerate(named)})
-        t, a, n = thread_id is not None, actor is not None, (len(named), None in scope)
-        records = _audit_query(by_thread=t, by_actor=a, by_tenant=n)
-        attempts = _audit_attempts_query(by_thread=t, by_actor=a, by_tenant=n)
+        records, attempts = scoped_audit_queries(
+            thread_id is not None, actor is not None, len(named), None in scope
+        )
     executor = executor_for(conn)
     return executor.fetch(conn, records, params), executor.fetch(conn, attempts, params)
