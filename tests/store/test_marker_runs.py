@@ -14,7 +14,11 @@ import pytest
 from freezegun import freeze_time
 
 from symfonic_store import InterruptStore
-from symfonic_store.errors import InterruptInProgressError, SymfonicStoreError, UnknownInterruptError
+from symfonic_store.errors import (
+    InterruptInProgressError,
+    SymfonicStoreError,
+    UnknownInterruptError,
+)
 from symfonic_store.events import RESUME_REJECTED
 from symfonic_store.services.sweep import CLAIM_LEASE_SECONDS
 
