@@ -27,7 +27,13 @@ APPLICATION_RESUMES = (
     "no --graph of this server waits on this marker: the application resumes its graph "
     "with the admitted value (`resume`, Command(resume=...))"
 )
-"""What a marker's 200 says when no ``--graph`` ran it."""
+"""What a marker's 200 says when no ``--graph`` of the server holds its thread."""
+RAN_ALREADY = (
+    "a --graph of this server holds the thread and no longer waits on this marker: "
+    "an earlier answer ran it"
+)
+"""What it says when one holds the thread but waits on the marker no longer."""
+_APPLICATION = {"graph": None, "note": APPLICATION_RESUMES}
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,25 +43,33 @@ class MarkerAnswer:
     now (``waiting``), or ``graph: null`` and a ``note`` that the application resumes it."""
 
     resume: Any
-    said: dict[str, Any] = field(default_factory=lambda: {"graph": None, "note": APPLICATION_RESUMES})
+    said: dict[str, Any] = field(default_factory=lambda: dict(_APPLICATION))
 
 
-def _waits(gate: InterruptGateway, thread_id: str, interrupt_id: str) -> bool:
-    """Does ``gate``'s graph hold the thread, paused on the marker ``interrupt_id``?"""
+def _waits(gate: InterruptGateway, thread_id: str, interrupt_id: str) -> bool | None:
+    """Does ``gate``'s graph wait on the marker ``interrupt_id``? None: its checkpointer
+    does not hold the thread; False: it holds it, waiting on something else or nothing."""
     from ..langgraph.waiting import marker_interrupt, waiting_on
     from ..langgraph.wakers import holds
 
     snapshot = gate.graph.get_state({"configurable": {"thread_id": thread_id}})
-    return holds(snapshot) and marker_interrupt(waiting_on(snapshot), interrupt_id) is not None
+    if not holds(snapshot):
+        return None
+    return marker_interrupt(waiting_on(snapshot), interrupt_id) is not None
 
 
 def waiting_gate(
     gateways: Mapping[str, InterruptGateway], thread_id: str, interrupt_id: str, graph: Any = None
-) -> InterruptGateway | None:
-    """The gateway whose graph waits on the marker, or None; the graph the mint names
-    (``graph``), if any, is asked first."""
-    ordered = sorted(gateways.values(), key=lambda g: g.name != graph)
-    return next((g for g in ordered if _waits(g, thread_id, interrupt_id)), None)
+) -> tuple[InterruptGateway | None, bool]:
+    """The gateway whose graph waits on the marker (or None), and whether any of them
+    holds the thread; the graph the mint names (``graph``), if any, is asked first."""
+    held = False
+    for gate in sorted(gateways.values(), key=lambda g: g.name != graph):
+        waits = _waits(gate, thread_id, interrupt_id)
+        if waits:
+            return gate, True
+        held = held or waits is False
+    return None, held
 
 
 def answer_marker(
@@ -77,17 +91,16 @@ def answer_marker(
     """
     actor, by = principal.name, principal.authenticated_by
     who: dict[str, Any] = {"actor": actor, "authenticated_by": by, "approvers": approvers}
-    gate = waiting_gate(gateways, thread_id, interrupt_id, record.get("graph")) if gateways else None
+    gate, held = waiting_gate(gateways, thread_id, interrupt_id, record.get("graph"))
     if gate is None:
-        return MarkerAnswer(store.resume(thread_id, interrupt_id, response, **who).resume)
-    store.claim_marker_run(
-        thread_id, interrupt_id, response, actor=actor, authenticated_by=by
-    )
+        command = store.resume(thread_id, interrupt_id, response, **who)
+        return MarkerAnswer(command.resume, {"graph": None, "note": RAN_ALREADY} if held else dict(_APPLICATION))
+    store.claim_marker_run(thread_id, interrupt_id, response, actor=actor, authenticated_by=by)
     try:
         command = store.resume(thread_id, interrupt_id, response, **who)
         if not _waits(gate, thread_id, interrupt_id):
             # Run meanwhile by an identical answer (admitted once, idempotently).
-            return MarkerAnswer(command.resume, {"graph": None, "note": "its graph ran already"})
+            return MarkerAnswer(command.resume, {"graph": None, "note": RAN_ALREADY})
         # The gateway admits the answer again (the same one: no new event) and runs the
         # graph with it in LangGraph's map form, then records where the graph paused next.
         gate.answer(thread_id, interrupt_id, response, **who)

@@ -35,7 +35,7 @@ from service_rig import (
 
 from symfonic_store import InterruptStore
 from symfonic_store.events import RESUME_REJECTED, RESUMED
-from symfonic_store.server.marker_graphs import APPLICATION_RESUMES
+from symfonic_store.server.marker_graphs import APPLICATION_RESUMES, RAN_ALREADY
 
 APPROVERS = [f"approver{n}" for n in range(1, 7)]
 PRINCIPALS = {name: (f"token-{name}", ["approver"]) for name in APPROVERS}
@@ -155,6 +155,11 @@ def test_an_approval_resumes_the_marker_graph_it_serves_past_the_marker(site: Si
     assert body["graph"] == "LangGraph" and body["waiting"] == []
     assert site.refunds() == before + 1
     assert not site.waits(thread_id)  # the graph ran past the marker, in the server
+    with site.client("approver1", site.servers[1]) as client:  # the same answer again
+        again = _answer(site, client, thread_id, interrupt_id)
+    assert again.status_code == 200, again.text
+    assert (again.json()["graph"], again.json()["note"]) == (None, RAN_ALREADY)
+    assert site.refunds() == before + 1
     assert site.store.pending(thread_id) is None
     resumed = [e for e in site.store.history(thread_id) if e.type == RESUMED]
     assert [(e.interrupt_id, e.actor) for e in resumed] == [(interrupt_id, "approver1")]
@@ -183,7 +188,7 @@ def test_racing_approvers_on_two_servers_resume_the_marker_graph_once(site: Site
         assert r.status_code in (200, 409), r.text
         if r.status_code == 200 and r.json()["graph"] is None:
             # The winner's identical second answer, after its graph ran: admitted once.
-            assert r.json()["actor"] == ran[0].json()["actor"]
+            assert r.json()["actor"] == ran[0].json()["actor"] and r.json()["note"] == RAN_ALREADY
     assert site.refunds() == before + 1
     assert not site.waits(thread_id)
     events = [e for e in site.store.history(thread_id) if e.interrupt_id == interrupt_id]
