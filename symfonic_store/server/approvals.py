@@ -57,6 +57,7 @@ from ..projection import is_native_mint
 from ..store import rules as rule
 from ..store.vote_ops import AlreadyVotedError, assignee
 from . import tenancy
+from .marker_graphs import answer_marker
 from .paging import DEFAULT_PAGE, after_cursor, decode_cursor, encode_cursor
 from .principal import Principal
 
@@ -459,14 +460,14 @@ class Approvals:
                     **({"approvers": list(approvers)} if approvers else {}),
                     **self._decided(thread_id, interrupt_id), "waiting": waiting,
                 })
-            command = self.store.resume(
-                thread_id, interrupt_id, response, actor=principal.name, authenticated_by=by,
-                approvers=approvers,
+            marker = answer_marker(  # and its --graph run, when one waits on it
+                self.store, self.gateways, record, principal, thread_id, interrupt_id, response,
+                approvers,
             )
             return Result(200, {
                 "outcome": "resumed", "actor": principal.name,
                 **({"approvers": list(approvers)} if approvers else {}),
-                **self._decided(thread_id, interrupt_id), "resume": command.resume,
+                **self._decided(thread_id, interrupt_id), "resume": marker.resume, **marker.said,
             })
         except InterruptOutcomeUnknownError as exc:
             return _error(

@@ -11,8 +11,9 @@ from ..errors import (
 )
 from ..events import REJECTION_WHYS
 from ..protocol import PENDING_KEY, normalize_response
+from ..services.sweep import CLAIM_LEASE_SECONDS
 from ..tracing import span
-from . import lifecycle
+from . import lifecycle, marker_runs
 from .plan import Op, Plan
 from .settings import Settings
 
@@ -307,3 +308,47 @@ class MarkerOps(Settings):
             via=str(via)[: validation.MAX_ID_LENGTH],
         )
         yield Op(fn, write=True, thread=t)
+
+    def claim_marker_run(
+        self,
+        thread_id: str,
+        interrupt_id: str,
+        response: Any = None,
+        *,
+        actor: str,
+        authenticated_by: str | None = None,
+    ) -> Plan[bool]:
+        """Claim the run of a seed marker's graph for ``actor``'s answer (SPEC §9).
+
+        What the approval service does before it answers a marker its ``--graph`` waits
+        on and runs that graph (:mod:`.marker_runs`): one answer holds the marker at a
+        time, until :meth:`end_marker_run`; a claim whose process died is taken over once
+        the sweep's claim lease ran out. Returns True.
+
+        Raises:
+            InterruptInProgressError: another answer holds the claim (recorded as
+                ``in_progress``).
+            UnknownInterruptError: nothing with that id was minted on the thread
+                (nothing written).
+        """
+        t, i, a = validation.answer_ids(thread_id, interrupt_id, actor)
+        by = validation.authenticated_by(authenticated_by)
+        r = validation.json_value(response, "response", max_bytes=self.max_payload_bytes)
+        claimed: bool = yield Op(
+            partial(
+                marker_runs.claim_run, thread_id=t, interrupt_id=i, response=r, actor=a,
+                lease_seconds=CLAIM_LEASE_SECONDS, authenticated_by=by,
+            ),
+            write=True,
+        )
+        return claimed
+
+    def end_marker_run(self, thread_id: str, interrupt_id: str) -> Plan[bool]:
+        """Drop the claim of :meth:`claim_marker_run` once the graph returned (or did not
+        run); False when none was held."""
+        t = validation.required_id(thread_id, "thread_id")
+        i = validation.required_id(interrupt_id, "interrupt_id")
+        ended: bool = yield Op(
+            partial(marker_runs.end_run, thread_id=t, interrupt_id=i), write=True
+        )
+        return ended

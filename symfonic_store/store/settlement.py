@@ -41,6 +41,16 @@ from .append import ThreadWriter, flush
 OUTCOME_UNKNOWN: Final = "outcome_unknown"
 """The ``why`` of the record a sweep makes for an answer whose outcome is unknown."""
 
+MARKER_RUN: Final = {"run": "marker"}
+"""The ``decided`` value of a seed marker's claim (:mod:`.marker_runs`); a LangGraph
+interrupt's claim holds its answer's decision there."""
+
+
+def is_marker_run(held: dict[str, Any]) -> bool:
+    """Is the claim ``held`` (a ``claim_rows`` value) a seed marker's run?"""
+    return held.get("decided") == MARKER_RUN
+
+
 Outcome = Literal["taken", "not_taken"]
 OUTCOMES: Final = ("taken", "not_taken")
 
@@ -109,13 +119,16 @@ def unknown_record(
 def lapsed_claims(
     conn: Connection, *, claimed_before: float, thread_ids: Sequence[str] | None = None
 ) -> list[tuple[str, str]]:
-    """Claims older than ``claimed_before`` that no sweep has marked unknown yet."""
+    """Claims older than ``claimed_before`` that no sweep has marked unknown yet (a seed
+    marker's run is not one: its next answer takes it over, :mod:`.marker_runs`)."""
     lapsed = []
     for thread_id, interrupt_id in stale_claims(
         conn, claimed_before=claimed_before, thread_ids=thread_ids
     ):
         held = claim_rows(conn, thread_id).get(interrupt_id)
-        if held is not None and unknown_record(conn, thread_id, interrupt_id, held) is None:
+        if held is None or is_marker_run(held):
+            continue
+        if unknown_record(conn, thread_id, interrupt_id, held) is None:
             lapsed.append((thread_id, interrupt_id))
     return lapsed
 

@@ -177,6 +177,8 @@ class InterruptStore(Integrations):
     admit_node_resume = _Operation(Operations.admit_node_resume)
     expire = _Operation(Operations.expire)
     record_refusal = _Operation(Operations.record_refusal)
+    claim_marker_run = _Operation(Operations.claim_marker_run)
+    end_marker_run = _Operation(Operations.end_marker_run)
     record_waiting = _Operation(Operations.record_waiting)
     claim = _Operation(Operations.claim)
     confirm = _Operation(Operations.confirm)

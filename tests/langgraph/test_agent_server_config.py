@@ -2,7 +2,8 @@
 
 Two servers for the module, on SQLite, each started once: one with no auth configured
 (the empty identity) that loads the factory by a ``./file.py:attr`` path, and the project
-docs/agent-server.md shows, as it is (its ``langgraph.json`` sets ``"disable_studio_auth": true``). The factory's settings and the
+docs/agent-server.md shows, as it is (its ``langgraph.json`` sets ``"disable_studio_auth": true``; its
+``auth.py`` knows a bearer token and Agent Inbox's ``x-api-key``). The factory's settings and the
 asyncio store's first schema check under LangGraph's blocking-call detector need no server.
 """
 
@@ -156,6 +157,67 @@ def test_the_docs_walkthrough_records_alice_and_bob(
     (record,) = store.audit(thread_id=thread["thread_id"])
     assert (record.requested_by, record.actor, record.authenticated_by, record.decision) == (
         "alice", "bob", "agent-server", "approve")
+
+
+def _inbox(running: AgentServer, key: str) -> Any:
+    """A ``langgraph-sdk`` client sending ``key`` as Agent Inbox sends its "LangSmith API
+    Key": ``x-api-key`` (the SDK reserves that header for its ``api_key``)."""
+    from langgraph_sdk import get_sync_client
+
+    return get_sync_client(url=running.url, api_key=key, timeout=60)
+
+
+def _inbox_accept(client: Any, thread_id: str) -> None:
+    """Agent Inbox's Submit of an accept, as it sends it (SPEC §13)."""
+    for _ in client.runs.stream(thread_id, "agent", command={"resume": [{"type": "accept", "args": None}]},
+                                stream_mode="events"):
+        pass
+
+
+def test_agent_inbox_with_its_api_key_lists_and_answers_as_the_keys_user(
+    strict_server: tuple[AgentServer, InterruptStore],
+) -> None:
+    """The docs' auth.py accepts what Agent Inbox sends (``x-api-key``, its "LangSmith API
+    Key"): the inbox lists the interrupted thread, and its accept is recorded as bob's."""
+    running, store = strict_server
+    thread_id, _ = _run(running.client("tok-alice"))
+    inbox = _inbox(running, "key-bob")
+    listed = inbox.threads.search(status="interrupted", limit=100)
+    assert thread_id in {t["thread_id"] for t in listed}
+    _inbox_accept(inbox, thread_id)
+    (record,) = store.audit(thread_id=thread_id)
+    assert (record.requested_by, record.outcome, record.actor, record.authenticated_by) == (
+        "alice", "resumed", "bob", "agent-server")
+
+
+def test_agent_inbox_with_a_wrong_key_is_401_and_nothing_is_answered(
+    strict_server: tuple[AgentServer, InterruptStore],
+) -> None:
+    """A key the handler does not know is 401, listing or answering; the interrupt stays open."""
+    from langgraph_sdk.errors import APIStatusError
+
+    running, store = strict_server
+    thread_id, interrupt_id = _run(running.client("tok-alice"))
+    inbox = _inbox(running, "key-mallory")
+    with pytest.raises(APIStatusError) as listing:
+        inbox.threads.search(status="interrupted")
+    with pytest.raises(APIStatusError) as answering:
+        _inbox_accept(inbox, thread_id)
+    assert (listing.value.status_code, answering.value.status_code) == (401, 401)
+    assert [p["interrupt_id"] for p in store.list_pending() if p["thread_id"] == thread_id] == [interrupt_id]
+
+
+def test_agent_inbox_without_auth_is_recorded_with_no_actor_at_all(
+    open_server: tuple[AgentServer, InterruptStore],
+) -> None:
+    """With no auth configured Agent Inbox names nobody: its accept has actor null and no
+    ``authenticated_by`` (what docs/agent-server.md's Agent Inbox section says)."""
+    running, store = open_server
+    inbox = _inbox(running, "anything")
+    thread_id, _ = _run(inbox)
+    _inbox_accept(inbox, thread_id)
+    (answer,) = [e for e in store.history(thread_id) if e.type == RESUMED]
+    assert answer.actor is None and "authenticated_by" not in answer.data
 
 
 # --- the factory, without a server ---------------------------------------------------------

@@ -63,7 +63,7 @@ def serve(
     ] = 8765,
     graph: Annotated[
         list[str] | None,
-        typer.Option("--graph", metavar="MODULE:ATTR", help="A compiled graph whose LangGraph interrupts this server answers (repeatable)."),
+        typer.Option("--graph", metavar="MODULE:ATTR", help="A compiled graph this server resumes when it answers its interrupts: LangGraph's own, and the seed markers it waits on (repeatable)."),
     ] = None,
     tokens: Annotated[
         Path | None,
