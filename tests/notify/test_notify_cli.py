@@ -135,7 +135,7 @@ def test_without_the_extra_the_error_says_what_to_install(
     from symfonic_store.notify import Notifier
 
     monkeypatch.setitem(sys.modules, "standardwebhooks", None)
-    with pytest.raises(ImportError, match=r"symfonic-store\[notify\]"):
+    with pytest.raises(ImportError, match=r"pip install '\.\[notify\]' in a checkout"):
         Notifier(store, hook_config(tmp_path, "http://127.0.0.1:9/hook"))
 
 
