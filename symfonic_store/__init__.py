@@ -8,6 +8,7 @@ thread's history.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
@@ -56,6 +57,11 @@ from .protocol import (
     new_interrupt_id,
     tools_condition,
 )
+
+# A library prints nothing on its own: without this, a warning of the package's loggers
+# (``symfonic_store.*``) reaches stderr through logging's last resort in an application
+# that configured no logging. The application's own handlers still see every record.
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
     from .decisions import DecisionRule

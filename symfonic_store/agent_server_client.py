@@ -134,7 +134,7 @@ class ServedGraphs:
             except ImportError:
                 raise InvalidInputError(
                     "--langgraph-url",
-                    "needs langgraph-sdk: pip install 'symfonic-store[agent-server]'",
+                    "needs langgraph-sdk: pip install '.[agent-server]' in a checkout of symfonic-store",
                 ) from None
             client = get_sync_client(url=text, api_key=api_key, timeout=timeout)
         self.client = client

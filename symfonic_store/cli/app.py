@@ -120,7 +120,7 @@ class Session:
             raise InvalidInputError(
                 "database URL",
                 f"its driver is not installed ({exc}); for PostgreSQL: "
-                "pip install 'symfonic-store[postgres]'",
+                "pip install '.[postgres]' in a checkout of symfonic-store",
             ) from None
         try:
             yield store

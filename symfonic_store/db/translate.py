@@ -162,7 +162,9 @@ def classify(exc: sa.exc.DBAPIError, *, may_have_committed: bool = False) -> Sym
         return _refusal(exc, backend, code)
     if backend.is_missing_schema(code):
         return SchemaNotMigratedError(
-            f"the database has no symfonic-store schema ({message}): {UPGRADE_HINT}"
+            f"a table of the symfonic-store schema is missing ({message}): {UPGRADE_HINT}; "
+            "if `symfonic-store db current` says it is at head, the table was dropped and "
+            "`symfonic-store db guards --restore` recreates it, empty"
         )
     if backend.is_busy(code):
         return DatabaseError(

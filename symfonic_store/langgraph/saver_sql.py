@@ -94,7 +94,7 @@ def _postgres_classes() -> tuple[type[Any], type[Any]]:
     except ImportError as exc:  # pragma: no cover - the postgres extra names it
         raise ImportError(
             "store.checkpointer() on PostgreSQL needs langgraph-checkpoint-postgres and "
-            "psycopg: pip install 'symfonic-store[postgres]'"
+            "psycopg: pip install '.[postgres]' in a checkout of symfonic-store"
         ) from exc
 
     class _PostgresSql(PostgresSaver):

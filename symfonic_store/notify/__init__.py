@@ -2,7 +2,7 @@
 
 ``Notifier(store, config)`` delivers at least once, in log order per subscription, from a
 durable cursor per subscription in the store's tables. Sending needs the ``notify`` extra
-(``pip install 'symfonic-store[notify]'``: ``standardwebhooks``, ``apprise``, ``httpx``);
+(``pip install '.[notify]'`` in a checkout: ``standardwebhooks``, ``apprise``, ``httpx``);
 without it, making a :class:`Notifier` raises an ``ImportError`` that says so.
 """
 

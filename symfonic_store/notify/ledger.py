@@ -99,6 +99,20 @@ def open_cursor(conn: Connection, name: str, *, from_start: bool, now: float) ->
     return read_cursors(conn, [name])[name]
 
 
+def rewind_cursor(conn: Connection, name: str, owner: str, *, now: float) -> int | None:
+    """Move the subscription's cursor back to the log's start (its failing event and
+    backoff cleared; a 410 stays disabled, its counts stay); returns the position it was
+    at, or None when another live process holds it (nothing changed)."""
+    before = read_cursors(conn, [name])[name].position
+    moved = conn.execute(
+        cursors.update()
+        .where(cursors.c.subscription == name)
+        .where(sa.or_(cursors.c.lease_owner.is_(None), cursors.c.lease_owner == owner, cursors.c.lease_until < now))
+        .values(position=0, failing_position=None, tries=0, first_failed_at=None, next_try_at=None, last_error=None)
+    ).rowcount
+    return before if moved == 1 else None
+
+
 def take_lease(conn: Connection, name: str, owner: str, *, now: float, seconds: float) -> Cursor | None:
     """Hold the subscription until ``now + seconds`` (or renew the hold); None when
     another live holder has it."""

@@ -3,7 +3,8 @@ per subscription (SPEC §14).
 
 Per subscription, one pass:
 
-1. its cursor row is made if it has none (at the log's end, or at 0 ``from_start``);
+1. its cursor row is made if it has none (at the log's end, or at 0 ``from_start``;
+   ``from_start`` rewinds an existing cursor to 0 too, once per notifier, and says so);
 2. its lease is taken (a row update, so two processes never deliver to one
    subscription at once; a lease left by a killed process runs out after
    ``lease_seconds``);
@@ -91,8 +92,11 @@ class Notifier:
         config: a :class:`NotifyConfig`, its JSON value (a dict), or a path to the file.
         inbox_url: the approval service's address; bodies and messages then link to
             ``<inbox_url>/interrupts/<thread>/<id>``.
-        from_start: a subscription without a cursor starts at the log's beginning
-            instead of its end.
+        from_start: every subscription starts at the log's beginning instead of its end:
+            one without a cursor is made there, one with a cursor is rewound there (once,
+            at this notifier's first pass over it; its failing event and backoff cleared,
+            a 410-disabled one stays disabled), with a warning on the
+            ``symfonic_store.notify`` logger.
         lease_seconds: how long a subscription stays held by this process after each
             step; another process takes it over only after that (keep it above the
             slowest delivery's timeout).
@@ -144,6 +148,8 @@ class Notifier:
             self.close()
             raise
         self._interrupts: OrderedDict[tuple[str, str], Interrupt | None] = OrderedDict()
+        self._rewound: set[str] = set()
+        """The subscriptions ``from_start`` put at the log's start already (once each)."""
 
     # --- running ----------------------------------------------------------------------
 
@@ -202,6 +208,13 @@ class Notifier:
         cursor = self._read(ledger.read_cursors, names=[sub.name]).get(sub.name)
         if cursor is None:
             cursor = self._run(ledger.open_cursor, name=sub.name, from_start=self.from_start, now=now)
+            self._rewound.add(sub.name)
+        elif self.from_start and sub.name not in self._rewound:
+            rewound = self._rewind(sub, now)
+            if rewound is None:
+                tally.busy = True
+                return tally
+            cursor = rewound
         if cursor.disabled_at is not None:
             tally.disabled = True
             return tally
@@ -218,6 +231,20 @@ class Notifier:
         finally:
             self._run(ledger.give_lease, name=sub.name, owner=self.owner)
         return tally
+
+    def _rewind(self, sub: Subscription, now: float) -> ledger.Cursor | None:
+        """``from_start`` on a subscription that has a cursor: back to the log's start, once
+        per notifier, said in the log (the CLI's stderr); None while another process holds it."""
+        was = self._run(ledger.rewind_cursor, name=sub.name, owner=self.owner, now=now)
+        if was is None:
+            log.warning("notify: %s is held by another process: not rewound yet", sub.name)
+            return None
+        self._rewound.add(sub.name)
+        log.warning(
+            "notify: %s rewound to the log's start (it was at position %d): its events are "
+            "delivered again", sub.name, was,
+        )
+        return self._read(ledger.read_cursors, names=[sub.name])[sub.name]
 
     def _deliver(self, sub: Subscription, cursor: ledger.Cursor, tally: Tally, stop: threading.Event | None) -> None:
         position = cursor.position

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from ..errors import InvalidInputError
 from .config import Subscription, Webhook, safe_target
 
-EXTRA = "pip install 'symfonic-store[notify]'"
+EXTRA = "pip install '.[notify]' in a checkout of symfonic-store"
 APPRISE_TIMEOUT = 30.0
 """Seconds one Apprise notification may take before it counts as failed."""
 

@@ -1,7 +1,7 @@
 """The approval service (SPEC §9): an HTTP API and a web inbox where the approver is the
 authenticated principal, never a name the caller types.
 
-Needs the ``server`` extra: ``pip install 'symfonic-store[server]'``. Run it with
+Needs the ``server`` extra: ``pip install '.[server]'`` in a checkout. Run it with
 ``symfonic-store serve``, or build the ASGI app yourself::
 
     from symfonic_store import InterruptStore
@@ -25,7 +25,7 @@ _missing = [dist for module, dist in _NEEDED.items() if importlib.util.find_spec
 if _missing:
     raise ImportError(
         f"the approval service needs {', '.join(_missing)}, which is not installed: "
-        "pip install 'symfonic-store[server]'"
+        "pip install '.[server]' in a checkout of symfonic-store"
     )
 
 from .app import create_app  # noqa: E402

@@ -17,7 +17,9 @@ so "who approved what" cannot be changed through them unnoticed.
 
 Neither check stops someone who re-forges the chain and the head together; the signed
 checkpoints do (services/evidence/). ``verify`` also reports append-only triggers that
-are missing, disabled or replaced (db/guards.py): while they are off, anything goes.
+are missing, disabled or replaced (db/guards.py): while they are off, anything goes; and
+each table of the store's schema that is missing (db/tables.py), which ``db upgrade``
+does not bring back (the schema is still "at head") and ``db guards --restore`` does.
 """
 
 from __future__ import annotations
@@ -31,11 +33,14 @@ from sqlalchemy.engine import Connection
 
 from ..audit_columns import AUDIT_COLUMNS
 from ..audit_columns import derive as derive_audit_columns
+from ..db.backends.base import GUARD_CHECK
 from ..db.guards import guard_problems
+from ..db.schema import ARCHIVED_THREADS_TABLE, EVENTS_TABLE, THREADS_TABLE
 from ..db.statements.audit import audit_columns_query
 from ..db.statements.evidence import archived_bases_for_live_events, unmarked_archive_records
 from ..db.statements.log import all_events_by_thread_query, stream_events, stream_rows
 from ..db.statements.projection import projection_heads_query
+from ..db.tables import EVENT_LOG_GONE, missing_tables
 from ..events import GENESIS_HASH, StoredEvent, canonical_json, stored_hash_is_valid
 
 CHAIN = "chain"
@@ -46,6 +51,8 @@ AUDIT = "audit"
 """An event's audit column disagrees with its (hashed) data: the copy was altered."""
 NO_EVENTS = "no_events"
 """``verify(thread_id=T)`` of a thread that has no events and no projection head."""
+_READ_FOR_CHAINS = frozenset({EVENTS_TABLE, THREADS_TABLE, ARCHIVED_THREADS_TABLE})
+"""The tables the chains and heads are checked from."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,21 +118,27 @@ class VerifyReport:
     broken: list[BrokenLink] = field(default_factory=list)
     guards: list[str] = field(default_factory=list)
     """What is wrong with the append-only triggers (missing, disabled, replaced)."""
+    missing: list[str] = field(default_factory=list)
+    """The tables of the store's schema that the database no longer has (names)."""
+    chains_checked: bool = True
+    """False when a table the chains and heads are read from is missing."""
 
     @property
     def ok(self) -> bool:
-        return not self.broken and not self.guards
+        return not self.broken and not self.guards and not self.missing
 
     def __bool__(self) -> bool:
         return self.ok
 
     def __str__(self) -> str:
-        if not self.broken:
+        if not self.chains_checked:
+            verdict = "the chains and heads could not be checked: a table they are read from is missing"
+        elif not self.broken:
             verdict = "all hash chains hold and every projection head matches its last event"
         else:
             verdict = f"{len(self.broken)} thread(s) with a problem"
         head = f"verified {self.events_checked} event(s) on {self.threads_checked} thread(s): {verdict}"
-        return "\n".join([head, *(str(b) for b in self.broken), *self.guards])
+        return "\n".join([head, *map(table_missing, self.missing), *(str(b) for b in self.broken), *self.guards])
 
 
 def verify_events(
@@ -276,10 +289,31 @@ def check_heads(report: VerifyReport, heads: Iterable[Head], *, thread_id: str |
     return report
 
 
+def table_missing(name: str) -> str:
+    """The line ``verify`` reports for a table of the store's schema that is gone."""
+    if name == EVENTS_TABLE:
+        return EVENT_LOG_GONE
+    return (
+        f"the table {name} of the store's schema is missing: it was dropped "
+        f"(`symfonic-store db guards --restore` recreates it, empty; {GUARD_CHECK})"
+    )
+
+
 def verify(conn: Connection, *, thread_id: str | None) -> VerifyReport:
-    """The chains (one streamed pass over the events), then the heads (one statement),
-    then the audit columns against the data (a pass over the mints, endings and
-    refusals), then the append-only triggers."""
+    """The store's tables (each one missing is a problem), the chains (one streamed pass
+    over the events), then the heads (one statement), then the audit columns against the
+    data (a pass over the mints, endings and refusals), then the append-only triggers.
+    Without a table the chains and heads are read from, only the tables and triggers
+    are checked."""
+    missing = missing_tables(conn)
+    if set(missing) & _READ_FOR_CHAINS:
+        return VerifyReport(missing=missing, guards=guard_problems(conn), chains_checked=False)
+    report = _verify_chains(conn, thread_id=thread_id)
+    report.missing = missing
+    return report
+
+
+def _verify_chains(conn: Connection, *, thread_id: str | None) -> VerifyReport:
     bases = archived_bases_for_live_events(conn, thread_id)
     report = verify_events(stream_events(conn, all_events_by_thread_query(thread_id)), bases)
     heads = (Head(*row) for row in conn.execute(projection_heads_query(thread_id)))

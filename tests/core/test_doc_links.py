@@ -79,3 +79,15 @@ def test_slugs_are_githubs() -> None:
     assert slug("LangGraph's own interrupts (`--graph`)") == "langgraphs-own-interrupts---graph"
     assert slug("On every path: the inbox, the sweep, the audit") == "on-every-path-the-inbox-the-sweep-the-audit"
 
+
+
+def test_no_install_line_names_the_unpublished_package() -> None:
+    """symfonic-store is not on PyPI: no page, and no message of the package, tells anyone to `pip install 'symfonic-store[extra]'` (they say `pip install '.[extra]'` in a checkout)."""
+    sources = [*PAGES, *sorted((ROOT / "symfonic_store").rglob("*.py"))]
+    named = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sources
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "symfonic-store[" in line
+    ]
+    assert named == []

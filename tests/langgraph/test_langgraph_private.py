@@ -49,7 +49,7 @@ def test_every_langgraph_package_is_capped_below_its_next_major_version() -> Non
 
 
 def test_the_postgres_extra_brings_langgraphs_postgres_saver() -> None:
-    """pip install 'symfonic-store[postgres]' is enough for store.checkpointer() on PostgreSQL."""
+    """pip install '.[postgres]' is enough for store.checkpointer() on PostgreSQL."""
     from packaging.requirements import Requirement
 
     requirements = [Requirement(r) for r in importlib.metadata.requires("symfonic-store") or []]

@@ -135,5 +135,23 @@ def test_without_the_extra_the_error_says_what_to_install(
     from symfonic_store.notify import Notifier
 
     monkeypatch.setitem(sys.modules, "standardwebhooks", None)
-    with pytest.raises(ImportError, match=r"symfonic-store\[notify\]"):
+    with pytest.raises(ImportError, match=r"pip install '\.\[notify\]' in a checkout"):
         Notifier(store, hook_config(tmp_path, "http://127.0.0.1:9/hook"))
+
+
+def test_from_start_rewinds_an_existing_subscription_and_says_so(store: InterruptStore, migrated_url: str, tmp_path: Path) -> None:
+    """notify --from-start on a subscription whose cursor is at the log's end delivers the log again from its start, saying on stderr that it rewound; a run without it then delivers nothing more."""
+    mint(store, "t-1")
+    mint(store, "t-2")
+    with http_receiver() as receiver:
+        path = write_config(tmp_path, hook_config(tmp_path, receiver.url))
+        first = run_cli("notify", "--config", str(path), "--once", db=migrated_url)
+        assert first.returncode == 0 and "delivered 0" in first.stdout  # made at the log's end
+        again = run_cli("notify", "--config", str(path), "--once", "--from-start", db=migrated_url)
+        assert again.returncode == 0, again.stderr
+        sent = [r.json() for r in receiver.wait_for(2)]
+        assert "delivered 2" in again.stdout
+        assert "erp rewound to the log's start" in again.stderr and "position 2" in again.stderr
+        after = run_cli("notify", "--config", str(path), "--once", db=migrated_url)
+    assert "delivered 0" in after.stdout and "rewound" not in after.stderr
+    assert [m["data"]["thread_id"] for m in sent] == ["t-1", "t-2"]

@@ -107,9 +107,6 @@ def test_two_notify_processes_never_deliver_one_event_to_one_subscription_at_onc
 ) -> None:
     """Two long-running notifiers on one store: the receiver never has two requests of the subscription in flight, and each event is delivered once, in log order; SIGTERM stops both with exit 0."""
     count = 12
-    for i in range(count):
-        mint(store, f"t-{i}")
-    positions = [e.position for e in store.events()]
 
     def slow(request: Received) -> int:
         time.sleep(0.05)  # sleep-ok: a receiver that takes its time: gives the other process every chance to overlap
@@ -119,7 +116,14 @@ def test_two_notify_processes_never_deliver_one_event_to_one_subscription_at_onc
         receiver.answer = slow
         config = write_config(tmp_path, {"subscriptions": [
             {"name": "erp", "webhook": {"url": receiver.url, "secret_file": str(write_secret(tmp_path))}}]})
-        args = ("notify", "--config", str(config), "--from-start", "--poll-seconds", "0.05")
+        # The subscription made at the log's start before any event: both processes then
+        # start from its cursor (--from-start would have each rewind it once).
+        with Notifier(store, config, from_start=True) as n:
+            assert n.run_once().total("delivered") == 0
+        for i in range(count):
+            mint(store, f"t-{i}")
+        positions = [e.position for e in store.events()]
+        args = ("notify", "--config", str(config), "--poll-seconds", "0.05")
         first = popen_cli(*args, db=migrated_url)
         second = popen_cli(*args, db=migrated_url)
         try:

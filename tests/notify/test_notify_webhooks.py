@@ -198,3 +198,19 @@ def test_a_subscription_to_votes_and_assignments_is_told_who_voted_what(
         ("interrupt.voted", "bob", "approve"),
     ]
     assert {(b["data"]["name"], b["data"]["interrupt_id"]) for b in bodies} == {("refund_big", i)}
+
+
+def test_from_start_rewinds_a_subscription_once_per_notifier(
+    store: InterruptStore, tmp_path: Path, receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A subscription already at the log's end is rewound to its start by a notifier made with from_start (a warning names it and where it was), once: that notifier's next pass sends nothing again."""
+    mint(store, "t-old")
+    with notifier(store, tmp_path, receiver, from_start=False) as n:
+        assert n.run_once().total("delivered") == 0
+    with caplog.at_level("WARNING", logger="symfonic_store.notify"), notifier(store, tmp_path, receiver) as n:
+        assert n.run_once().total("delivered") == 1
+        assert n.run_once().total("delivered") == 0
+    assert [r.json()["data"]["thread_id"] for r in receiver.requests] == ["t-old"]
+    assert [r.getMessage() for r in caplog.records if "rewound" in r.getMessage()] == [
+        "notify: erp rewound to the log's start (it was at position 1): its events are delivered again"
+    ]

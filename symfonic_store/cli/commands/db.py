@@ -33,6 +33,7 @@ def _migrate(
     from alembic.util import CommandError
 
     from ...db.migrate import current_revision, head_revision, require_known_revision
+    from ...db.tables import missing_tables
     from ...db.translate import translate_errors
 
     session = get_session(ctx)
@@ -45,9 +46,16 @@ def _migrate(
             raise InvalidInputError("revision", str(exc)) from None
         with conn.begin():
             current = current_revision(conn)
+            head = head_revision()
+            # At head the migrations have nothing left to run, even for a dropped table.
+            missing = missing_tables(conn) if current == head else []
         require_known_revision(current)  # a newer release's schema: say so, exit 2
-        head = head_revision()
     where = safe_url(session.url())
+    if missing:
+        return (
+            f"{where}: revision {current} (head), but table(s) {', '.join(missing)} are missing: "
+            f"run `{PROG} db guards --restore` to recreate them, empty"
+        )
     if current == head:
         return f"{where}: revision {current} (head)"
     if current is None:
@@ -104,27 +112,42 @@ def db_guards(
         bool,
         typer.Option(
             "--restore",
-            help="Recreate the event table's append-only guards as the migrations define them.",
+            help="Recreate the event table's append-only guards as the migrations define them, "
+            "and the store's missing tables (empty).",
         ),
     ] = False,
 ) -> None:
-    """Check the event table's append-only guards; exit 1 when one is missing, off or replaced.
+    """Check the event table's append-only guards and the store's tables; exit 1 when a
+    guard is missing, off or replaced, or a table is missing.
 
-    With --restore, drop and recreate every guard (triggers, trigger functions) exactly as
-    the migrations create them, in one transaction; the events are untouched.
+    With --restore, create each missing table of the store's schema (empty, as the schema
+    declares it), then drop and recreate every guard (triggers, trigger functions) exactly
+    as the migrations create them, in one transaction; the events are untouched.
     """
     from ...db.guards import guard_problems, restore_guards
     from ...db.migrate import require_current_schema
+    from ...db.schema import EVENTS_TABLE
+    from ...db.tables import EVENT_LOG_GONE, missing_tables, restore_tables
     from ...db.translate import translate_errors
+    from ...services.verify import table_missing
 
+    def problems(conn: Connection) -> list[str]:
+        return [*map(table_missing, missing_tables(conn)), *guard_problems(conn)]
+
+    recreated: list[str] = []
     with get_session(ctx).store() as store, translate_errors(), store.engine.connect() as conn:
         with conn.begin():
             require_current_schema(conn)
-            before = guard_problems(conn)
+            before = problems(conn)
             if restore:
+                if EVENTS_TABLE in missing_tables(conn):
+                    raise Problem(EVENT_LOG_GONE)
+                recreated = restore_tables(conn)
                 restore_guards(conn)
         with conn.begin():
-            after = guard_problems(conn) if restore else before
+            after = problems(conn) if restore else before
+    if recreated:
+        say(f"recreated the missing table(s), empty: {', '.join(recreated)}")
     if restore:
         say(f"restored the append-only guards ({len(before)} problem(s) before)")
     if after:

@@ -107,7 +107,26 @@ def verify(
     if failed:
         file, result = failed[0]
         raise Problem(f"the log does not hold what checkpoint {str(file)!r} committed to; first: {result.first}")
-    if not report.ok:
+    missing = report.missing
+    if chain is not None:
+        # The chain folder stands in for the checkpoint tables: without them the log is
+        # still proven against it, so only their absence is said.
+        from ...db.tables import CHECKPOINT_TABLES
+
+        spared = [t for t in missing if t in {table.name for table in CHECKPOINT_TABLES}]
+        missing = [t for t in missing if t not in spared]
+        if spared:
+            sys.stderr.write(
+                f"{PROG}: warning: the checkpoint table(s) {', '.join(spared)} are missing: the "
+                f"chain was checked from the log and the folder alone; `{PROG} db guards "
+                "--restore` recreates them\n"
+            )
+    if missing:
+        raise Problem(
+            f"missing table(s) of the store's schema: {', '.join(missing)} (`{PROG} db guards "
+            "--restore` recreates them, empty; `db upgrade` does not: the schema is at head)"
+        )
+    if report.broken or report.guards:
         first = report.broken[0] if report.broken else report.guards[0]
         problems = len(report.broken) + len(report.guards)
         raise Problem(f"{problems} problem(s) found; first: {first}")

@@ -92,7 +92,8 @@ def notify(
     from_start: Annotated[
         bool,
         typer.Option("--from-start",
-                     help="A new subscription starts at the log's beginning, not its end."),
+                     help="Start at the log's beginning, not its end: a new subscription is "
+                     "made there, an existing one rewound there (said on stderr)."),
     ] = False,
     lease_seconds: Annotated[
         float,

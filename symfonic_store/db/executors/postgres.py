@@ -96,11 +96,18 @@ class PostgresCursorExecutor(CursorExecutor):
         ``exc`` is already on its way)."""
         state = state_of(conn)
         pipeline, state.pipeline = state.pipeline, None
-        if pipeline is not None:
-            if exc is None:
-                pipeline.__exit__(None, None, None)
-            else:
-                pipeline.__exit__(type(exc), exc, exc.__traceback__)
+        if pipeline is None:
+            return
+        if exc is None:
+            pipeline.__exit__(None, None, None)
+            return
+        # ``exc`` is on its way: what leaving the pipeline raises now (a lost connection's
+        # echo) is dropped here. Told of ``exc``, psycopg would log it instead -- on
+        # stderr, through logging's last resort, in an application that set up no logging.
+        try:
+            pipeline.__exit__(None, None, None)
+        except self._error:
+            pass
 
     def commit(self, conn: Connection, tx: Any) -> None:
         state = state_of(conn)

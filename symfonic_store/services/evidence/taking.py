@@ -20,7 +20,8 @@ from sqlalchemy.engine import Connection
 from ...db.executor import WritersBusyError
 from ...db.statements import evidence as sql
 from ...db.statements import log
-from ...errors import EvidenceError
+from ...db.tables import CHECKPOINT_TABLES, missing_tables
+from ...errors import EvidenceError, SchemaNotMigratedError
 from ...events import StoredEvent
 from .commitment import FORMAT, Leaf, Tip, bucket_digest_of, bucket_of, root_of
 from .document import Checkpoint, heads_digest, parse_checkpoint, signature_problem
@@ -160,6 +161,13 @@ def take(
     sql.lock_evidence(conn)
     public = key.public_key()
     kid = key_id(public)
+    gone = missing_tables(conn, CHECKPOINT_TABLES)
+    if gone:
+        # Dropped: nothing to build on or record into. A chain folder holds what the next
+        # checkpoint follows, so with one the checkpoint is taken from the log alone.
+        if follow is None:
+            raise _no_checkpoint_tables(gone)
+        return _take_from_folder(conn, key=key, full=full, now=now, follow=follow)
     latest_row = sql.latest_checkpoint(conn)
     last = _stored_checkpoint(latest_row)
     seq = 1 if latest_row is None else int(latest_row[0]) + 1
@@ -178,19 +186,7 @@ def take(
         problem = signature_problem(last, {kid: public})
         if problem is not None:
             raise _altered_state(f"the latest checkpoint recorded there: {problem}")
-    # With parallel writers (PostgreSQL), a transaction in flight may still commit an
-    # event below the last position: read it with the writers shut out, so the position
-    # covers exactly what a gap-safe reader can see and a later commit lands above it.
-    try:
-        position = sql.final_max_position(conn)
-    except WritersBusyError as exc:
-        raise EvidenceError(f"refusing to sign: {exc}") from None
-    archives = sql.max_archive_id(conn)
-    if last is not None and position < last.position:
-        raise EvidenceError(
-            f"refusing to sign: the log ends at position {position}, before the latest "
-            f"checkpoint's position {last.position}: events at its end were removed"
-        )
+    position, archives = _final_position(conn, last)
     if recompute or last is None:
         leaves = _all_leaves(conn, position)
         rows = [_head_row(x) for x in leaves.values()]
@@ -228,28 +224,10 @@ def take(
             buckets[b] = (bucket_digest_of(hashes[b].items()), len(hashes[b]))
         sql.update_checkpoint_state(conn, rows, {b: buckets[b] for b in touched})
         count = sum(n for _, n in buckets.values())
-    document: dict[str, Any] = {
-        "format": FORMAT,
-        "position": position,
-        "root": root_of(buckets),
-        "threads": count,
-        "archives": archives,
-        "previous": None
-        if last is None
-        else {"position": last.position, "root": last.root, "id": last.id},
-        "full": bool(full and last is not None),
-        "taken_at": now.isoformat(),
-        "key_id": kid,
-        # What a gap-safe reader had seen, and the writers still open: none, since
-        # final_max_position let them end first, so a later commit lands above ``position``.
-        "cursor": position,
-        "in_flight": [],
-    }
-    heads = [leaf.as_list() for leaf in sorted(changed.values(), key=lambda x: x.thread_id)]
-    document["heads_sha256"] = heads_digest(heads)
-    document["signature"] = sign(document, key)
-    document["heads"] = heads
-    checkpoint = Checkpoint(document)
+    checkpoint = _signed(
+        key, position=position, buckets=buckets, count=count, archives=archives, last=last,
+        full=bool(full and last is not None), now=now, changed=changed,
+    )
     sql.insert_checkpoint(
         conn,
         {
@@ -262,10 +240,100 @@ def take(
             "taken_at": now,
             "archives": archives,
             "statement": checkpoint.statement(),
-            "heads": heads,
+            "heads": checkpoint.document["heads"],
         },
     )
     return checkpoint
+
+
+def _no_checkpoint_tables(gone: Sequence[str]) -> SchemaNotMigratedError:
+    return SchemaNotMigratedError(
+        f"the checkpoint table(s) {', '.join(gone)} are missing (dropped; the schema is still "
+        "at head, so `symfonic-store db upgrade` recreates nothing): `symfonic-store db guards "
+        "--restore` recreates them, empty; `symfonic-store checkpoint --chain DIR` needs none, "
+        "it follows the folder's newest checkpoint"
+    )
+
+
+def _take_from_folder(
+    conn: Connection,
+    *,
+    key: Ed25519PrivateKey,
+    full: bool,
+    now: datetime,
+    follow: Callable[[Connection, Checkpoint | None, bool], tuple[Checkpoint | None, bool]],
+) -> Checkpoint:
+    """:func:`take` with the checkpoint tables gone: the log is proven against the chain
+    folder's newest file (``follow`` given no recorded checkpoint), every head computed
+    from the log, and the checkpoint signed linked to that file; nothing is recorded in
+    the database (the folder keeps it)."""
+    last, _ = follow(conn, None, full)
+    position, archives = _final_position(conn, last)
+    leaves = _all_leaves(conn, position)
+    buckets = _buckets_of_rows(_head_row(x) for x in leaves.values())
+    return _signed(
+        key, position=position, buckets=buckets, count=len(leaves), archives=archives,
+        last=last, full=False, now=now, changed=leaves,
+    )
+
+
+def _final_position(conn: Connection, last: Checkpoint | None) -> tuple[int, int]:
+    """The position the checkpoint covers and the newest archive's id.
+
+    Raises:
+        EvidenceError: the log ends before ``last``'s position, or writers stayed busy.
+    """
+    # With parallel writers (PostgreSQL), a transaction in flight may still commit an
+    # event below the last position: read it with the writers shut out, so the position
+    # covers exactly what a gap-safe reader can see and a later commit lands above it.
+    try:
+        position = sql.final_max_position(conn)
+    except WritersBusyError as exc:
+        raise EvidenceError(f"refusing to sign: {exc}") from None
+    archives = sql.max_archive_id(conn)
+    if last is not None and position < last.position:
+        raise EvidenceError(
+            f"refusing to sign: the log ends at position {position}, before the latest "
+            f"checkpoint's position {last.position}: events at its end were removed"
+        )
+    return position, archives
+
+
+def _signed(
+    key: Ed25519PrivateKey,
+    *,
+    position: int,
+    buckets: Mapping[int, tuple[str, int]],
+    count: int,
+    archives: int,
+    last: Checkpoint | None,
+    full: bool,
+    now: datetime,
+    changed: Mapping[str, Leaf],
+) -> Checkpoint:
+    """The signed document over ``buckets``, listing the ``changed`` heads."""
+    document: dict[str, Any] = {
+        "format": FORMAT,
+        "position": position,
+        "root": root_of(buckets),
+        "threads": count,
+        "archives": archives,
+        "previous": None
+        if last is None
+        else {"position": last.position, "root": last.root, "id": last.id},
+        "full": full,
+        "taken_at": now.isoformat(),
+        "key_id": key_id(key.public_key()),
+        # What a gap-safe reader had seen, and the writers still open: none, since
+        # final_max_position let them end first, so a later commit lands above ``position``.
+        "cursor": position,
+        "in_flight": [],
+    }
+    heads = [leaf.as_list() for leaf in sorted(changed.values(), key=lambda x: x.thread_id)]
+    document["heads_sha256"] = heads_digest(heads)
+    document["signature"] = sign(document, key)
+    document["heads"] = heads
+    return Checkpoint(document)
 
 
 def _buckets_of_rows(rows: Iterable[dict[str, Any]]) -> dict[int, tuple[str, int]]:

@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection
 
 from ...db.statements import evidence as sql
 from ...db.statements import log
+from ...db.tables import CHECKPOINT_TABLES, missing_tables
 from ...errors import EvidenceError
 from ...events import StoredEvent
 from .commitment import Leaf, Tip, bucket_digest_of, bucket_of, buckets_of, root_of
@@ -97,16 +98,19 @@ def _committed(
     keys: Mapping[str, Ed25519PublicKey],
     known: Mapping[str, Checkpoint],
     thread_id: str | None,
+    *,
+    kept: bool = True,
 ) -> _Committed:
     """Fold the chain of signed checkpoints ending at ``checkpoint`` into its leaves.
 
     The chain comes from the given checkpoint files first, then from the documents the
-    database keeps (each counts only if its id and signature hold under ``keys``). With
-    ``thread_id``, stops at the newest checkpoint that lists that thread -- or, when the
-    store's kept state is that of ``checkpoint`` (its buckets give its root), takes the
-    thread's head from there, proven by its bucket: no document need be read.
+    database keeps (each counts only if its id and signature hold under ``keys``; not
+    read when the checkpoint tables are gone, ``kept`` false). With ``thread_id``, stops
+    at the newest checkpoint that lists that thread -- or, when the store's kept state is
+    that of ``checkpoint`` (its buckets give its root), takes the thread's head from
+    there, proven by its bucket: no document need be read.
     """
-    if thread_id is not None:
+    if thread_id is not None and kept:
         proven = _committed_by_state(conn, checkpoint, thread_id)
         if proven is not None:
             return proven
@@ -123,7 +127,7 @@ def _committed(
             if doc.full or prev is None:
                 break
             found = known.get(prev.id)
-            if found is None:
+            if found is None and kept:
                 if stored is None:
                     # Newest first: one pass over the kept documents finds the whole chain.
                     stored = sql.stored_checkpoints_newest_first(conn, upto_position=doc.position)
@@ -220,7 +224,9 @@ def verify_checkpoint(
         report.problems.append(CheckpointProblem(None, None, f"the {source} is not valid: {problem}"))
         return report
     position = checkpoint.position
-    committed = _committed(conn, checkpoint, keys, dict(known or {}), thread_id)
+    # The checkpoint tables only help: without them (dropped) the files alone are read.
+    kept = not missing_tables(conn, CHECKPOINT_TABLES)
+    committed = _committed(conn, checkpoint, keys, dict(known or {}), thread_id, kept=kept)
     if thread_id is not None and not committed.complete and thread_id not in committed.leaves:
         report.problems.append(
             CheckpointProblem(
