@@ -1,12 +1,15 @@
 """Receivers of the notifier's tests, on 127.0.0.1 only: a threaded HTTP server that
 records every request and answers as the test says (a status per call, or holding a
-request until released), and helpers to write configs and secrets."""
+request until released), one that answers a byte at a time (:func:`trickling_receiver`),
+and helpers to write configs and secrets."""
 
 from __future__ import annotations
 
 import base64
 import json
 import os
+import select
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -118,3 +121,91 @@ def write_config(folder: Path, config: dict[str, Any]) -> Path:
     path = folder / "notify.json"
     path.write_text(json.dumps(config), encoding="utf-8")
     return path
+
+
+@dataclass
+class Trickler:
+    """A receiver that answers ``HTTP/1.1 200 OK`` and then a header one byte at a time,
+    a byte every ``pace`` seconds, at most ``most`` of them (then it
+    closes the connection itself); ``release`` makes it finish a 200 at once."""
+
+    url: str = ""
+    trickling: threading.Event = field(default_factory=threading.Event)
+    """Set when a request has been read and the trickle begun."""
+    closed_by_client: threading.Event = field(default_factory=threading.Event)
+    """Set when the client closed a connection in the middle of a trickle."""
+    ran_out: threading.Event = field(default_factory=threading.Event)
+    """Set when a trickle reached ``most`` bytes with the client still there."""
+    release: threading.Event = field(default_factory=threading.Event)
+    bodies: list[bytes] = field(default_factory=list)
+
+
+def _read_request(conn: socket.socket) -> bytes | None:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    while len(body) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return None
+        body += chunk
+    return body
+
+
+@contextmanager
+def trickling_receiver(pace: float = 0.2, most: int = 200) -> Iterator[Trickler]:
+    trickler = Trickler()
+    listener = socket.create_server(("127.0.0.1", 0))
+    trickler.url = f"http://127.0.0.1:{listener.getsockname()[1]}/hook"
+    done = threading.Event()
+
+    def trickle(conn: socket.socket) -> None:
+        with conn:
+            try:
+                body = _read_request(conn)
+                if body is None:
+                    return
+                trickler.bodies.append(body)
+                trickler.trickling.set()
+                conn.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+                for _ in range(most):
+                    if trickler.release.is_set() or done.is_set():
+                        conn.sendall(b"\r\ncontent-length: 0\r\n\r\n")
+                        return
+                    conn.sendall(b"a")
+                    # sleep-ok: the trickle's pace; a close by the client ends the wait at once
+                    readable, _, _ = select.select([conn], [], [], pace)
+                    if readable and not conn.recv(1):
+                        trickler.closed_by_client.set()
+                        return
+                trickler.ran_out.set()
+            except OSError:
+                trickler.closed_by_client.set()
+
+    def accept() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=trickle, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield trickler
+    finally:
+        done.set()
+        try:
+            listener.shutdown(socket.SHUT_RDWR)  # wakes the accept
+        except OSError:
+            pass
+        listener.close()

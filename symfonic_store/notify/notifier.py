@@ -10,13 +10,18 @@ Per subscription, one pass:
    ``lease_seconds``);
 3. events after the cursor are read as ``store.events(after=...)`` reads them (gap-safe,
    I11); the ones the subscription does not match move the cursor silently;
-4. each matching event is sent; only a delivered one (2xx, or Apprise's success) moves
+4. each matching event is sent, within its ``timeout_seconds`` from the connection to the
+   last byte and before the lease runs out (the lease is renewed first when less than a
+   send's timeout is left of it); only a delivered one (2xx, or Apprise's success) moves
    the cursor past it, in a transaction after the send: a process killed between the two
    sends it again next time, with the same ``webhook-id``;
 5. a failure records its try and stops the subscription until the backoff has passed
    (later events wait behind it); past ``max_tries`` or ``max_age_seconds`` the event is
    dead-lettered and the cursor goes past it; a 410 disables the subscription where it
    stands.
+
+Subscriptions are passed in parallel (at most :data:`PARALLEL` at once), each pass in a
+worker thread: a slow receiver holds up its own subscription only.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -53,6 +59,8 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 log = logging.getLogger("symfonic_store.notify")
 PAGE_SIZE = 100
+PARALLEL = 8
+"""Subscriptions passed at once, each in a worker thread of its own."""
 _KNOWN_INTERRUPTS = 4096
 
 
@@ -98,8 +106,11 @@ class Notifier:
             a 410-disabled one stays disabled), with a warning on the
             ``symfonic_store.notify`` logger.
         lease_seconds: how long a subscription stays held by this process after each
-            step; another process takes it over only after that (keep it above the
-            slowest delivery's timeout).
+            step; another process takes it over only after that. It must be above every
+            subscription's timeout (``timeout_seconds``, Apprise's 30 s): a send never
+            outlives the lease.
+        parallel: subscriptions passed at once, each in a worker thread; with 1,
+            :meth:`run_once` passes them one after another in the calling thread.
 
     Raises:
         InvalidInputError: a bad config (the field named) or an async store.
@@ -115,6 +126,7 @@ class Notifier:
         from_start: bool = False,
         lease_seconds: float = 60.0,
         poll_seconds: float = 1.0,
+        parallel: int = PARALLEL,
     ) -> None:
         if is_async_store(store):
             raise InvalidInputError("store", "the notifier runs on the synchronous InterruptStore")
@@ -124,6 +136,9 @@ class Notifier:
             config = load_config(config)
         if lease_seconds <= 0 or poll_seconds <= 0:
             raise InvalidInputError("lease_seconds", "lease and poll seconds must be positive")
+        if parallel < 1:
+            raise InvalidInputError("parallel", "must be at least 1")
+        self.parallel = parallel
         self.store = store
         self.config = config
         self.inbox_url = inbox_url
@@ -132,14 +147,21 @@ class Notifier:
         self.poll_seconds = poll_seconds
         host = socket.gethostname()[:30]
         self.owner = f"{host}:{os.getpid()}:{uuid.uuid4().hex[:12]}"[:64]
-        slowest = max(
-            (s.webhook.timeout if s.webhook is not None else APPRISE_TIMEOUT) for s in config.subscriptions
-        )
+        slowest, index = max((timeout_of(s), i) for i, s in enumerate(config.subscriptions))
         if lease_seconds <= slowest:
             # A send outlasting the lease would let another process send the same event at once.
+            field = (f"subscriptions[{index}].webhook.timeout_seconds" if config.subscriptions[index].webhook
+                     else f"subscriptions[{index}], Apprise's timeout")
             raise InvalidInputError(
-                "lease_seconds", f"must be above the slowest delivery's timeout ({slowest:g} s)"
+                "lease_seconds",
+                f"must be above the slowest delivery's timeout ({slowest:g} s, {field}): a send "
+                "could outlive the lease and another process send the same event meanwhile",
             )
+        self._interrupts: OrderedDict[tuple[str, str], Interrupt | None] = OrderedDict()
+        self._known = threading.Lock()
+        self._leases: dict[str, float] = {}
+        """Until when this process holds each subscription (as it last wrote)."""
+        self._pool: ThreadPoolExecutor | None = None
         self._senders: dict[str, WebhookSender | AppriseSender] = {}
         try:
             for i, sub in enumerate(config.subscriptions):
@@ -147,7 +169,6 @@ class Notifier:
         except BaseException:
             self.close()
             raise
-        self._interrupts: OrderedDict[tuple[str, str], Interrupt | None] = OrderedDict()
         self._rewound: set[str] = set()
         """The subscriptions ``from_start`` put at the log's start already (once each)."""
 
@@ -168,10 +189,16 @@ class Notifier:
             DatabaseError: the store could not be reached.
         """
         report = Report()
+        if self.parallel == 1 or len(self.config.subscriptions) == 1:
+            for sub in self.config.subscriptions:
+                if stop is not None and stop.is_set():
+                    break
+                report.subscriptions[sub.name] = self._pass(sub, stop)
+            return report
+        passes = {sub.name: self._workers().submit(self._pass, sub, stop) for sub in self.config.subscriptions}
+        wait(passes.values())
         for sub in self.config.subscriptions:
-            if stop is not None and stop.is_set():
-                break
-            report.subscriptions[sub.name] = self._pass(sub, stop)
+            report.subscriptions[sub.name] = passes[sub.name].result()
         return report
 
     def run(self, stop: threading.Event) -> None:
@@ -180,15 +207,44 @@ class Notifier:
         and tried again next pass."""
         from ..errors import ConcurrencyConflictError, DatabaseError
 
-        while not stop.is_set():
-            try:
-                self.run_once(stop)
-            except (DatabaseError, ConcurrencyConflictError) as exc:
-                log.warning("notify: the store failed (%s); trying again", exc)
-            stop.wait(self.poll_seconds)
+        # Each subscription is passed again a poll after its own last pass ended, not
+        # after everyone's: a slow receiver does not hold the others up.
+        running: dict[Future[Tally], Subscription] = {}
+        due = {sub.name: 0.0 for sub in self.config.subscriptions}
+        while True:
+            if not stop.is_set():
+                now = time.monotonic()
+                busy = {sub.name for sub in running.values()}
+                for sub in self.config.subscriptions:
+                    if sub.name not in busy and due[sub.name] <= now:
+                        running[self._workers().submit(self._pass, sub, stop)] = sub
+            if not running:
+                if stop.is_set():
+                    return
+                stop.wait(max(0.0, min(due.values()) - time.monotonic()))
+                continue
+            done, _ = wait(running, timeout=self.poll_seconds, return_when=FIRST_COMPLETED)
+            for future in done:
+                sub = running.pop(future)
+                due[sub.name] = time.monotonic() + self.poll_seconds
+                try:
+                    future.result()
+                except (DatabaseError, ConcurrencyConflictError) as exc:
+                    log.warning("notify: the store failed (%s); trying again", exc)
+
+    def _workers(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(
+                max_workers=min(self.parallel, len(self.config.subscriptions)), thread_name_prefix="symfonic-notify"
+            )
+        return self._pool
 
     def close(self) -> None:
-        """Release the senders (HTTP clients, Apprise's worker threads)."""
+        """Release the worker threads and the senders (HTTP clients, Apprise's worker
+        processes)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
         for sender in self._senders.values():
             sender.close()
         self._senders.clear()
@@ -226,6 +282,7 @@ class Notifier:
         if held is None:
             tally.busy = True
             return tally
+        self._leases[sub.name] = now + self.lease_seconds
         try:
             self._deliver(sub, held, tally, stop)
         finally:
@@ -264,7 +321,10 @@ class Notifier:
                 if skipped is not None and not self._skip(sub, skipped):
                     return
                 skipped = None
-                outcome = self._send(sub, event, interrupt)
+                within = self._lease_for_send(sub)
+                if within is None:
+                    return
+                outcome = self._send(sub, event, interrupt, within)
                 now = time.time()
                 if outcome.kind == "delivered":
                     tally.delivered += 1
@@ -272,6 +332,7 @@ class Notifier:
                                      position=event.position, delivered=1, now=now,
                                      lease_until=now + self.lease_seconds):
                         return
+                    self._leases[sub.name] = now + self.lease_seconds
                     failing, tries, first_failed = None, 0, None
                 elif outcome.kind == "gone":
                     tally.failed += 1
@@ -312,10 +373,25 @@ class Notifier:
         if position is None:
             return True
         now = time.time()
-        return self._run(ledger.advance, name=sub.name, owner=self.owner, position=position,
-                         delivered=0, now=now, lease_until=now + self.lease_seconds)
+        if not self._run(ledger.advance, name=sub.name, owner=self.owner, position=position,
+                         delivered=0, now=now, lease_until=now + self.lease_seconds):
+            return False
+        self._leases[sub.name] = now + self.lease_seconds
+        return True
 
-    def _send(self, sub: Subscription, event: StoredEvent, interrupt: Interrupt | None) -> Outcome:
+    def _lease_for_send(self, sub: Subscription) -> float | None:
+        """Seconds the next send may take: its timeout, the lease renewed first when less
+        is left of it (None: the lease was lost, this process must not send)."""
+        timeout = timeout_of(sub)
+        now = time.time()
+        if self._leases.get(sub.name, 0.0) - now <= timeout:
+            if self._run(ledger.take_lease, name=sub.name, owner=self.owner, now=now,
+                         seconds=self.lease_seconds) is None:
+                return None
+            self._leases[sub.name] = now + self.lease_seconds
+        return min(timeout, self._leases[sub.name] - time.time())
+
+    def _send(self, sub: Subscription, event: StoredEvent, interrupt: Interrupt | None, within: float) -> Outcome:
         sender = self._senders[sub.name]
         # A subscription kept to some tenants is told what a principal of them is shown
         # (SPEC §15): an expiry naming another tenant's mint loses that mint and its actor.
@@ -328,10 +404,11 @@ class Notifier:
             "symfonic.position": event.position, "symfonic.webhook_id": msg_id,
         }) as opened:
             if isinstance(sender, WebhookSender):
-                outcome = sender.send(msg_id, webhook_body(event, interrupt, self.inbox_url), now=now)
+                outcome = sender.send(msg_id, webhook_body(event, interrupt, self.inbox_url), now=now,
+                                      within=within)
             else:
                 title, body = short_message(event, interrupt, self.inbox_url, now=now)
-                outcome = sender.send(title, body)
+                outcome = sender.send(title, body, within=within)
             opened.set_attribute("symfonic.outcome", outcome.kind)
         return outcome
 
@@ -342,15 +419,17 @@ class Notifier:
         key = (event.thread_id, event.interrupt_id)
         if event.type == MINTED:
             found: Interrupt | None = _from_mint(event.data, self._tenant(key))
-        elif key in self._interrupts:
-            self._interrupts.move_to_end(key)
-            return self._interrupts[key]
         else:
+            with self._known:  # the subscriptions' threads share it
+                if key in self._interrupts:
+                    self._interrupts.move_to_end(key)
+                    return self._interrupts[key]
             record = self.store.interrupt_record(event.thread_id, event.interrupt_id)
             found = None if record is None else _from_mint(record, self._tenant(key))
-        self._interrupts[key] = found
-        if len(self._interrupts) > _KNOWN_INTERRUPTS:
-            self._interrupts.popitem(last=False)
+        with self._known:
+            self._interrupts[key] = found
+            if len(self._interrupts) > _KNOWN_INTERRUPTS:
+                self._interrupts.popitem(last=False)
         return found
 
     def _tenant(self, key: tuple[str, str]) -> str | None:
@@ -412,13 +491,17 @@ class Notifier:
             from ..errors import ConcurrencyConflictError
 
             raise ConcurrencyConflictError(f"another notify process holds {name!r} now: try again later")
+        self._leases[name] = now + self.lease_seconds
         resent = failed = 0
         try:
             for letter in self._read(ledger.dead_letters, name=name):
                 event = next((e for e in self.store.history(letter.thread_id) if e.position == letter.position), None)
                 if event is None:  # archived since: nothing left to send
                     continue
-                outcome = self._send(sub, event, self._interrupt(event))
+                within = self._lease_for_send(sub)
+                if within is None:
+                    break
+                outcome = self._send(sub, event, self._interrupt(event), within)
                 if outcome.kind == "delivered":
                     resent += 1
                     self._run(ledger.letter_resent, name=name, position=letter.position, now=time.time())
@@ -438,6 +521,11 @@ class Notifier:
         """
         self.config.get(name)
         return self._run(ledger.enable, name=name)
+
+
+def timeout_of(sub: Subscription) -> float:
+    """Seconds one send to ``sub`` may take, from the connection to the last byte."""
+    return sub.webhook.timeout if sub.webhook is not None else APPRISE_TIMEOUT
 
 
 def _from_mint(data: dict[str, Any], tenant: Any) -> Interrupt:

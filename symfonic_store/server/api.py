@@ -11,8 +11,6 @@ on another site can never make a browser answer through the API.
 from __future__ import annotations
 
 import asyncio
-import csv
-import io
 import json
 import logging
 import time
@@ -24,7 +22,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from .. import validation
 from ..errors import DatabaseError, InvalidInputError
-from ..services.audit import AUDIT_FIELDS
+from ..services.audit import audit_csv
 from . import tenancy
 from .limits import BodyTooLarge, read_body
 from .paging import BadRequest, page_limit
@@ -253,12 +251,8 @@ async def audit(request: Request) -> Response:
     except (BadRequest, InvalidInputError) as exc:
         raise _bad(exc) from None
     if output == "csv":
-        text = io.StringIO()
-        writer = csv.writer(text)
-        writer.writerow(AUDIT_FIELDS)
-        writer.writerows(r.as_csv_row() for r in page)
         headers = {"X-Next-Cursor": cursor} if cursor else {}
-        return Response(text.getvalue(), media_type="text/csv; charset=utf-8", headers=headers)
+        return Response(audit_csv(page), media_type="text/csv; charset=utf-8", headers=headers)
     return JSONResponse({"items": [r.as_dict() for r in page], "next": cursor})
 
 

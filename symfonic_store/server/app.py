@@ -93,7 +93,10 @@ async def _problem(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, Problem)
     if _is_api(request):
         return JSONResponse({"error": exc.message, **exc.extra}, status_code=exc.status, headers=exc.headers)
-    who = principal(request, session=True)
+    try:
+        who = principal(request, session=True)
+    except BadRequest:  # the request's identity headers are what was refused
+        who = None
     titles = {400: "Bad request", 401: "Not signed in", 403: "Not allowed", 404: "Not found",
               405: "Not allowed here", 413: "Too large", 429: "Too many requests",
               503: "Not available right now"}

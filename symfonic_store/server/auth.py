@@ -32,6 +32,7 @@ from starlette.requests import HTTPConnection
 from ..errors import InvalidInputError
 from ..validation import MAX_ID_LENGTH
 from .config_file import read_config_text
+from .paging import BadRequest
 from .principal import Principal
 
 log = logging.getLogger("symfonic_store.server")
@@ -485,22 +486,35 @@ class TrustedHeaderAuth:
     def credentials_sent(self, conn: HTTPConnection) -> bool:
         return self.header in conn.headers
 
+    def _single(self, conn: HTTPConnection, header: str | None) -> str | None:
+        """The header's one value. A proxy that appends its header to the client's instead
+        of replacing it would let the client's through (whichever one came first wins), so
+        more than one is refused."""
+        if header is None:
+            return None
+        values = conn.headers.getlist(header)
+        if len(values) > 1:
+            log.warning("refused a request from %s: it has %d %s headers",
+                        conn.client.host if conn.client else "?", len(values), header)
+            raise BadRequest(f"the request has more than one {header} header")
+        return values[0] if values else None
+
     def from_request(self, conn: HTTPConnection) -> Principal | None:
+        """The proxy's principal, or None (not from the proxy, or no user header).
+
+        Raises:
+            BadRequest: the user, roles or tenants header came more than once (400).
+        """
         if not self.from_proxy(conn):
             return None
-        name = _principal_name(conn.headers.get(self.header))
+        name_value, roles_value, tenants_value = (
+            self._single(conn, h) for h in (self.header, self.roles_header, self.tenants_header)
+        )
+        name = _principal_name(name_value)
         if name is None:
             return None
-        roles: frozenset[str] = frozenset()
-        if self.roles_header is not None:
-            roles = frozenset(
-                r.strip() for r in conn.headers.get(self.roles_header, "").split(",") if r.strip()
-            )
-        tenants: frozenset[str] = frozenset()
-        if self.tenants_header is not None:
-            tenants = frozenset(
-                t.strip() for t in conn.headers.get(self.tenants_header, "").split(",") if t.strip()
-            )
+        roles = frozenset(r.strip() for r in (roles_value or "").split(",") if r.strip())
+        tenants = frozenset(t.strip() for t in (tenants_value or "").split(",") if t.strip())
         return Principal(name, roles, tenants=tenants)
 
     def sign_in(self, secret: str) -> SignedIn | None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields, make_dataclass
 from datetime import datetime
 from functools import partial
@@ -113,16 +115,39 @@ class AuditRecord:
         }
 
     def as_csv_row(self) -> list[str]:
-        """Spreadsheet-ready cells: dicts JSON-encoded, None as empty."""
+        """Spreadsheet-ready cells: dicts JSON-encoded, None as empty, a cell a spreadsheet
+        would take for a formula quoted (:func:`csv_cell`)."""
         cells = []
         for value in self.as_dict().values():
             if value is None:
                 cells.append("")
             elif isinstance(value, dict | list):
-                cells.append(json.dumps(value, ensure_ascii=False, sort_keys=True))
+                cells.append(csv_cell(json.dumps(value, ensure_ascii=False, sort_keys=True)))
             else:
-                cells.append(str(value))
+                cells.append(csv_cell(str(value)))
         return cells
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""A cell beginning with one of these is a formula to a spreadsheet (OWASP's CSV injection)."""
+
+
+def csv_cell(text: str) -> str:
+    """``text`` as a CSV cell a spreadsheet shows as text: one that begins with ``=``,
+    ``+``, ``-``, ``@``, a tab or a carriage return gets a ``'`` in front (an approver's
+    ``=HYPERLINK(...)`` in a thread id or a reason then stays a string)."""
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
+def audit_csv(records: Iterable[AuditRecord]) -> str:
+    """The records as CSV: the header row (:data:`AUDIT_FIELDS`), then one row each
+    (:meth:`AuditRecord.as_csv_row`); what ``/api/audit?format=csv`` and
+    ``audit --format csv`` write."""
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerow(AUDIT_FIELDS)
+    writer.writerows(r.as_csv_row() for r in records)
+    return text.getvalue()
 
 
 # --- lazy fields --------------------------------------------------------------------

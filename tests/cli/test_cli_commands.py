@@ -188,6 +188,24 @@ def test_sweep_expires_stale_interrupts_with_the_right_ttl(migrated: InterruptSt
     assert nothing_left["expired"] == [] and nothing_left["wake_failures"] == []
 
 
+def test_audit_csv_quotes_cells_a_spreadsheet_would_run(migrated: InterruptStore, migrated_url: str) -> None:
+    """audit --format csv puts a ' before a cell beginning with =, +, -, @, a tab or a CR;
+    --format json keeps the values as they are."""
+    threads = ['=HYPERLINK("https://evil.example","open")', "+1", "-2", "@SUM(A1)", "\tx", "\rx", "plain"]
+    for t in threads:
+        i = mint_stale(migrated, t, age=60)
+        migrated.resume(t, i, {"approved": True}, actor="=1+2")
+    sheet = run_cli("audit", "--format", "csv", db=migrated_url)
+    assert sheet.returncode == 0, sheet.stderr
+    rows = list(csv.reader(io.StringIO(sheet.stdout, newline="")))
+    cells = [dict(zip(rows[0], r, strict=True)) for r in rows[1:]]
+    assert sorted(c["thread_id"] for c in cells) == sorted(t if t == "plain" else "'" + t for t in threads)
+    assert {c["actor"] for c in cells} == {"'=1+2"}
+    records = run_json("audit", "--format", "json", db=migrated_url)
+    assert sorted(r["thread_id"] for r in records) == sorted(threads)
+    assert {r["actor"] for r in records} == {"=1+2"}
+
+
 def test_audit_renders_json_csv_and_table_with_filters(migrated: InterruptStore, migrated_url: str) -> None:
     """audit --format json/csv carry the §3 names; --since/--until/--actor/--thread filter."""
     a = mint_stale(migrated, "t-a", age=7200, amount=420, note="café, \"quoted\"")

@@ -73,7 +73,9 @@ def test_every_event_arrives_once_per_subscription_across_failures_and_a_killed_
             release.set()
         assert process.returncode == -signal.SIGKILL
         killed_id = webhook_id("erp", events[5].position)
-        with Notifier(store, config) as n:
+        # parallel=1: freezegun's clock does not move in worker threads (it leaves code
+        # called from the threading module on the real clock).
+        with Notifier(store, config, parallel=1) as n:
             assert {s["name"]: s["state"] for s in n.status()}["erp"] == "delivering"  # the dead process's lease
             assert n.run_once().subscriptions["erp"].busy  # still in force: nobody else delivers
             later = datetime.now(UTC) + timedelta(seconds=61)

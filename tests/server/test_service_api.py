@@ -8,6 +8,8 @@ wires it sends). Each test works on threads of its own.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import threading
 import uuid
@@ -452,6 +454,25 @@ def test_the_audit_pages_as_json_and_csv(site: Site) -> None:
     assert csv_first.text.splitlines()[0] == ",".join(AUDIT_FIELDS)
     assert rows == ["interrupt_id", *ids]
     assert "X-Next-Cursor" not in csv_rest.headers
+
+
+def test_audit_csv_cells_a_spreadsheet_would_run_are_quoted_and_json_is_unchanged(site: Site) -> None:
+    """A cell beginning with =, +, -, @, a tab or a CR gets a ' in front in the CSV (OWASP);
+    the JSON carries the values as they are."""
+    uid = uuid.uuid4().hex[:8]
+    threads = [f'=HYPERLINK("https://evil.example","open")-{uid}', f"+1-{uid}", f"-2-{uid}", f"@SUM-{uid}",
+               f"\tx-{uid}", f"\rx-{uid}", f"plain-{uid}"]
+    for t in threads:
+        mint(site.store, t, actor="=cmd|' /C calc'!A0")
+    with site.as_("viewer") as client:
+        sheets = [list(csv.reader(io.StringIO(client.get("/api/audit", params={"thread": t, "format": "csv"}).text)))
+                  for t in threads]
+        items = [client.get("/api/audit", params={"thread": t}).json()["items"] for t in threads]
+    for t, sheet, (item,) in zip(threads, sheets, items, strict=True):
+        row = dict(zip(sheet[0], sheet[1], strict=True))
+        assert row["thread_id"] == (t if t.startswith("plain") else "'" + t)
+        assert row["requested_by"] == "'=cmd|' /C calc'!A0"
+        assert (item["thread_id"], item["requested_by"]) == (t, "=cmd|' /C calc'!A0")
 
 
 def _sse(response: httpx.Response, want: int) -> list[tuple[int, dict[str, Any]]]:

@@ -320,3 +320,30 @@ def test_an_api_answer_that_is_not_json_typed_is_415_even_with_the_proxy_header(
             refused = proxy.post(answer_path(t, i), content=body, headers={"Content-Type": media})
             assert refused.status_code == 415, media
     assert [e.type for e in site.store.history(t)] == [MINTED]
+
+
+def test_a_repeated_identity_header_from_the_proxy_is_400_and_logged(served_db: str) -> None:
+    """A proxy that appends its header to the client's would let the first one win: a
+    request with two user, roles or tenants headers is refused, API and inbox alike."""
+    store = InterruptStore(served_db)
+    t = thread("twice")
+    i = mint(store, t)
+    flags = ("--trusted-header", "X-Forwarded-User", "--trusted-roles-header", "X-Forwarded-Roles",
+             "--trusted-tenants-header", "X-Forwarded-Tenants", "--trusted-proxy", "127.0.0.1/32")
+    body = {"response": {}, "digest": digest_of(store, t, i)}
+    one = [("X-Forwarded-User", "hank"), ("X-Forwarded-Roles", "approver"), ("X-Forwarded-Tenants", "acme")]
+    try:
+        with serve(served_db, *flags) as server, from_address(server, "127.0.0.1") as proxy:
+            for name, value in (("X-Forwarded-User", "root"), ("X-Forwarded-Roles", "admin"),
+                                ("X-Forwarded-Tenants", "*")):
+                twice = [(name, value), *one]
+                assert proxy.get("/api/interrupts", headers=twice).status_code == 400, name
+                assert proxy.get("/", headers=twice).status_code == 400, name
+                assert proxy.post(answer_path(t, i), json=body, headers=twice).status_code == 400, name
+            assert proxy.get("/api/interrupts", headers=one).status_code == 200
+            logs = server.logs()
+        assert [e.type for e in store.history(t)] == [MINTED]
+    finally:
+        store.close()
+    for name in ("x-forwarded-user", "x-forwarded-roles", "x-forwarded-tenants"):
+        assert f"2 {name} headers" in logs, name

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
 import sys
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -71,7 +69,7 @@ def audit(
     ] = AuditFormat.table,
 ) -> None:
     """Who approved what: one record per interrupt, oldest first."""
-    from ...services.audit import AUDIT_FIELDS
+    from ...services.audit import audit_csv
 
     with get_session(ctx).store() as store:
         records = store.audit(
@@ -81,11 +79,7 @@ def audit(
     if output is AuditFormat.json:
         emit_json([r.as_dict() for r in records])
     elif output is AuditFormat.csv:
-        text = io.StringIO()
-        writer = csv.writer(text)
-        writer.writerow(AUDIT_FIELDS)
-        writer.writerows(r.as_csv_row() for r in records)
-        emit(text.getvalue())
+        emit(audit_csv(records))
     else:
         audit_table(records)
 

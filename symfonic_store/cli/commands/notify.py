@@ -98,7 +98,8 @@ def notify(
     lease_seconds: Annotated[
         float,
         typer.Option("--lease-seconds", metavar="S", parser=flag(_at_least(1.0)),
-                     help="How long a stopped process holds a subscription before another takes it over."),
+                     help="How long a stopped process holds a subscription before another takes it over; "
+                          "above every subscription's timeout."),
     ] = 60.0,
     poll_seconds: Annotated[
         float,
