@@ -327,7 +327,11 @@ def marker_graph(store: InterruptStore, *, router: bool) -> Any:
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.graph import END, START, StateGraph
 
-    from symfonic_store.langgraph import InterruptState, create_interrupt_node, make_interrupt_router
+    from symfonic_store.langgraph import (
+        InterruptState,
+        create_interrupt_node,
+        make_interrupt_router,
+    )
     from symfonic_store.protocol import build_interrupt_marker
 
     def ask(state: dict[str, Any]) -> dict[str, Any]:
