@@ -36,8 +36,8 @@ from .actor import TENANT_KEY, actor_of, tenant_of
 from .answer_id import ANSWER_ID_KEY, answer_id
 from .failures import failed_while_running, store_error, store_errors
 from .recording import saved_answers
+from .waiting import Stops, waiting_on
 from .waiting import marker_interrupt as _marker_interrupt
-from .waiting import waiting_on
 from .wakers import holds
 
 ANSWER_SPAN = "symfonic.gateway.answer"
@@ -144,6 +144,7 @@ class InterruptGateway:
         from .checkpointer import GRAPH_KEY, is_own
 
         self._async_store = is_async_store(store)
+        self._stops = Stops.of(graph)
         # With the store's own checkpointer the mints commit inside the graph's steps:
         # the config tells them the graph's name, which the gateway would record after.
         owned = is_own(store, getattr(graph, "checkpointer", None))
@@ -166,25 +167,40 @@ class InterruptGateway:
 
     # --- plans ---------------------------------------------------------------------
 
-    def _record(self, config: dict[str, Any]) -> _Plan:
+    def _waiting(self, thread_id: str, stops: Stops | None = None) -> _Plan:
+        """The thread's state and what it waits on (:func:`.waiting.waiting_on`), its
+        breakpoint marked declared by ``stops`` (the graph's by default)."""
+        stops = stops or self._stops
+        snapshot = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
+        waiting = waiting_on(snapshot, stops)
+        parent = getattr(snapshot, "parent_config", None)
+        if stops.after and parent and any(w["breakpoint"] and not w["declared"] for w in waiting):
+            # Stopped after a node? The nodes whose step wrote this checkpoint are the
+            # ones the checkpoint before it was about to run.
+            before = yield _Graph("get_state", (parent,))
+            waiting = waiting_on(snapshot, stops, getattr(before, "next", ()) or ())
+        return snapshot, waiting
+
+    def _record(self, config: dict[str, Any], stops: Stops | None = None) -> _Plan:
         """After a call: mint what the thread waits on, close what it stopped waiting on."""
         thread_id = _thread_of(config)
-        snapshot = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
+        _, waiting = yield from self._waiting(thread_id, stops)
         yield _Store(
             "record_waiting",
-            (thread_id, waiting_on(snapshot)),
+            (thread_id, waiting),
             {"actor": _actor_of(config), "graph": self.name, "tenant": tenant_of(config, self.tenant)},
         )
 
     def _run(self, input: Any, config: dict[str, Any], kwargs: Mapping[str, Any]) -> _Plan:
         thread_id = _thread_of(config)
+        stops = Stops.of(self.graph, kwargs)
         if input is None:
-            yield from self._guard_breakpoint(thread_id, config)
+            yield from self._guard_breakpoint(thread_id, config, stops)
         result = yield _Graph("invoke", (input, config), kwargs)
-        yield from self._record(config)
+        yield from self._record(config, stops)
         return result
 
-    def _guard_breakpoint(self, thread_id: str, config: dict[str, Any]) -> _Plan:
+    def _guard_breakpoint(self, thread_id: str, config: dict[str, Any], stops: Stops) -> _Plan:
         """``invoke(None)`` continues a run: at a breakpoint, only its approval may do that.
 
         LangGraph would run the next node whatever the breakpoint's answer was; through
@@ -192,12 +208,14 @@ class InterruptGateway:
         recorded when the call names its actor), and an open one is continued by
         answering it.
         """
-        snapshot = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
-        stop = next((w for w in waiting_on(snapshot) if w["breakpoint"]), None)
+        _, waiting = yield from self._waiting(thread_id, stops)
+        stop = next((w for w in waiting if w["breakpoint"]), None)
         if stop is None:
             return
         interrupt_id = stop["interrupt_id"]
         record = yield _Store("interrupt_record", (thread_id, interrupt_id))
+        if record is None and not stop["declared"]:
+            return  # a pause between two nodes that no breakpoint declared: nothing to guard
         actor = _actor_of(config)
         if record is not None and actor is not None:
             # Refused (recorded) unless open and unanswered: then the claim below stands
@@ -235,8 +253,7 @@ class InterruptGateway:
         cfg = self._tag(base)
         cfg["configurable"][ANSWER_ID_KEY] = answer_id(thread_id, interrupt_id)
         who = {"actor": actor, "authenticated_by": authenticated_by, "approvers": approvers}
-        snapshot = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
-        waiting = waiting_on(snapshot)
+        snapshot, waiting = yield from self._waiting(thread_id)
         marker = _marker_interrupt(waiting, interrupt_id)
         if marker is not None:
             # The seed node's own interrupt: the store's front door (N2), then the graph,
@@ -300,8 +317,8 @@ class InterruptGateway:
         cfg: dict[str, Any],
     ) -> _Plan:
         """After the graph ran: taken (the claim becomes the answer) or left pending."""
-        after = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
-        if any(w["interrupt_id"] == interrupt_id for w in waiting_on(after)):
+        _, waiting = yield from self._waiting(thread_id)
+        if any(w["interrupt_id"] == interrupt_id for w in waiting):
             error = "the graph left the interrupt pending"
             yield from self._not_taken(thread_id, interrupt_id, target, error, saved)
             raise AnswerNotTakenError(
@@ -311,7 +328,7 @@ class InterruptGateway:
             )
         yield _Store("confirm", (thread_id, interrupt_id))
         yield _Store(
-            "record_waiting", (thread_id, waiting_on(after)),
+            "record_waiting", (thread_id, waiting),
             {"actor": actor, "graph": self.name, "tenant": tenant_of(cfg, self.tenant)},
         )
 
@@ -350,7 +367,7 @@ class InterruptGateway:
         # (only it: the ``saved`` answers before it stay the task's).
         after = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
         task_id = next(
-            (w["task_id"] for w in waiting_on(after) if w["interrupt_id"] == interrupt_id),
+            (w["task_id"] for w in waiting_on(after, self._stops) if w["interrupt_id"] == interrupt_id),
             target["task_id"],
         )
         if task_id is not None:
@@ -407,7 +424,7 @@ class InterruptGateway:
         _thread_of(cfg)
         with store_errors("stream"):
             yield from self.graph.stream(input, cfg, **kwargs)
-        self._drive(self._record(cfg))
+        self._drive(self._record(cfg, Stops.of(self.graph, kwargs)))
 
     async def astream(
         self, input: Any, config: Mapping[str, Any] | None = None, **kwargs: Any
@@ -418,7 +435,7 @@ class InterruptGateway:
         with store_errors("stream"):
             async for chunk in self.graph.astream(input, cfg, **kwargs):
                 yield chunk
-        await self._adrive(self._record(cfg))
+        await self._adrive(self._record(cfg, Stops.of(self.graph, kwargs)))
 
     # --- answers ---------------------------------------------------------------------
 
@@ -484,7 +501,7 @@ class InterruptGateway:
         snapshot = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
         if not holds(snapshot):
             return NOT_HELD  # another graph's thread: the wake-up stays owed to it
-        waiting = waiting_on(snapshot)
+        waiting = waiting_on(snapshot, self._stops)
         cfg = self._tag(_config(thread_id, None, None))
         cfg["configurable"][ANSWER_ID_KEY] = answer_id(thread_id, interrupt_id)
         marker = _marker_interrupt(waiting, interrupt_id)
@@ -513,7 +530,7 @@ class InterruptGateway:
         if (record or {}).get("graph") not in (None, self.name):
             return None  # another graph's answer: this checkpoint cannot show it taken
         snapshot = yield _Graph("get_state", ({"configurable": {"thread_id": thread_id}},))
-        if not holds(snapshot) or any(w["interrupt_id"] == interrupt_id for w in waiting_on(snapshot)):
+        if not holds(snapshot) or any(w["interrupt_id"] == interrupt_id for w in waiting_on(snapshot, self._stops)):
             # A thread this graph never saved, or not shown taken, is not "taken" (nor
             # "not taken"): the sweep records it unknown (SPEC §12).
             return None

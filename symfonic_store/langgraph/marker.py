@@ -146,8 +146,9 @@ def create_interrupt_node(store: AnyStore | None = None, *, tenant: str | None =
     the originating tool call, or ``_interrupt_response`` for an interrupt raised
     outside a tool; either way the marker is cleared.
 
-    With a ``store``, the node also records the mint the first time it sees a marker,
-    and checks every answer against the store: an answer the store already admitted
+    With a ``store``, the node also records the mint the first time it sees a marker
+    (its requester, the mint's actor: the Agent Server's authenticated user, else
+    ``config["configurable"]["actor"]``, as :func:`~.actor.actor_of` says), and checks every answer against the store: an answer the store already admitted
     (``store.resume``) records nothing new; an answer that bypassed the store is
     admitted by the same rules, with the actor from ``config["configurable"]["actor"]``;
     an answer to an expired, resolved or unknown interrupt is recorded as rejected and
@@ -168,10 +169,11 @@ def create_interrupt_node(store: AnyStore | None = None, *, tenant: str | None =
         actor, by = _actor(config)
         # Check the answer before interrupt() hands it over (see _incoming_resume).
         incoming = _incoming_resume(config)
-        # About to pause: the mint can commit with the step. An answer is admitted at
-        # once, so its mint must be there first.
+        # About to pause: the mint can commit with the step, its requester the caller's
+        # actor. An answer is admitted at once, so its mint must be there first (asked
+        # by nobody known: whoever answers did not ask).
         with _in_step(store, config) if incoming is None else nullcontext():
-            sync_store.mint(thread_id, pending, tenant=tenant_of(config, tenant))
+            sync_store.mint(thread_id, pending, actor=_requester(actor, incoming), tenant=tenant_of(config, tenant))
         response = None
         if incoming is not None and incoming is not _NOT_VISIBLE:
             response = sync_store.admit_node_resume(thread_id, pending, incoming, actor=actor, authenticated_by=by)
@@ -190,7 +192,9 @@ def create_interrupt_node(store: AnyStore | None = None, *, tenant: str | None =
         actor, by = _actor(config)
         incoming = _incoming_resume(config)
         with _in_step(store, config) if incoming is None else nullcontext():
-            await _maybe_await(store.mint(thread_id, pending, tenant=tenant_of(config, tenant)))
+            await _maybe_await(
+                store.mint(thread_id, pending, actor=_requester(actor, incoming), tenant=tenant_of(config, tenant))
+            )
         response = None
         if incoming is not None and incoming is not _NOT_VISIBLE:
             response = await _maybe_await(
@@ -206,6 +210,12 @@ def create_interrupt_node(store: AnyStore | None = None, *, tenant: str | None =
         return response_updates(pending, response)
 
     return GraphCallable(node, afunc=anode, name="interrupt")
+
+
+def _requester(actor: str | None, incoming: Any) -> str | None:
+    """The mint's requester (SPEC §12): the call's actor when the node is about to pause,
+    nobody known when the call brings an answer (the answerer is not who asked)."""
+    return actor if incoming is None else None
 
 
 def _answer_without_store(pending: dict[str, Any]) -> dict[str, Any]:
@@ -261,7 +271,8 @@ def make_interrupt_router(
     """Return a path function for ``add_conditional_edges`` that records each decision.
 
     It returns :func:`~symfonic_store.interrupt_condition` of the state, and in one
-    transaction: mints a marker the store has not seen yet, records the marker's
+    transaction: mints a marker the store has not seen yet (its requester: the run's
+    actor, :func:`~.actor.actor_of`), records the marker's
     expiry (``detected_by: router``, once per interrupt) when the marker is stale, and
     appends ``route.decided`` with the route, the marker's id, the stale reason and the
     state's ``run_id``. ``ttl_seconds`` defaults to the store's TTL. ``tenant``: the
@@ -279,7 +290,7 @@ def make_interrupt_router(
         with _in_step(store, config):
             cast("InterruptStore", store).record_router_decision(
                 _thread_id(config), state, decided, ttl_seconds=ttl(),
-                tenant=tenant_of(config, tenant),
+                tenant=tenant_of(config, tenant), actor=actor_of(config).name,
             )
         return decided
 
@@ -289,7 +300,7 @@ def make_interrupt_router(
             await _maybe_await(
                 store.record_router_decision(
                     _thread_id(config), state, decided, ttl_seconds=ttl(),
-                    tenant=tenant_of(config, tenant),
+                    tenant=tenant_of(config, tenant), actor=actor_of(config).name,
                 )
             )
         return decided

@@ -7,18 +7,66 @@ static breakpoints.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .. import native
 
+ALL = "*"
+"""LangGraph's ``interrupt_before="*"`` / ``interrupt_after="*"``: every node."""
 
-def waiting_on(snapshot: Any) -> list[dict[str, Any]]:
+
+def _nodes(value: Any) -> frozenset[str] | str:
+    if value == ALL:
+        return ALL
+    return frozenset(str(n) for n in value or ())
+
+
+def _hits(declared: frozenset[str] | str, nodes: Iterable[str]) -> bool:
+    names = set(nodes)
+    return bool(names) and (declared == ALL or bool(names & set(declared)))
+
+
+@dataclass(frozen=True, slots=True)
+class Stops:
+    """The static breakpoints a run declares: node names (or ``"*"``) to stop before and
+    after, LangGraph's ``interrupt_before`` / ``interrupt_after``."""
+
+    before: frozenset[str] | str = frozenset()
+    after: frozenset[str] | str = frozenset()
+
+    @classmethod
+    def of(cls, graph: Any, call: Mapping[str, Any] | None = None) -> Stops:
+        """What a call of ``graph`` with keyword arguments ``call`` stops at: the call's
+        ``interrupt_before`` / ``interrupt_after`` when given, else the compiled graph's
+        (``interrupt_before_nodes`` / ``interrupt_after_nodes``), as LangGraph decides."""
+        call = call or {}
+        return cls(
+            _nodes(call.get("interrupt_before") or getattr(graph, "interrupt_before_nodes", None)),
+            _nodes(call.get("interrupt_after") or getattr(graph, "interrupt_after_nodes", None)),
+        )
+
+    def declares(self, next_nodes: Iterable[str], written_by: Iterable[str] = ()) -> bool:
+        """Is a pause before ``next_nodes``, at a checkpoint the nodes ``written_by``
+        wrote, one of these breakpoints?"""
+        return _hits(self.before, next_nodes) or _hits(self.after, written_by)
+
+
+def waiting_on(
+    snapshot: Any, stops: Stops | None = None, written_by: Iterable[str] = ()
+) -> list[dict[str, Any]]:
     """What a ``StateSnapshot`` says the thread waits on: interrupts, else a breakpoint.
 
     Each item: ``interrupt_id``, ``value``, ``task_id``, ``checkpoint_id``,
-    ``checkpoint_ns`` and ``breakpoint``. A static breakpoint (``interrupt_before`` /
-    ``interrupt_after``) is a thread with next nodes, no interrupts and no failed task:
-    its id is ``"bp-" + checkpoint id`` and its value ``{"next": [node names]}``.
+    ``checkpoint_ns``, ``breakpoint`` and, for a breakpoint, ``declared``. A static
+    breakpoint (``interrupt_before`` / ``interrupt_after``) is a thread with next nodes,
+    no interrupts and no failed task: its id is ``"bp-" + checkpoint id`` and its value
+    ``{"next": [node names]}``. The same snapshot is also a run in flight (or an
+    ``update_state``) between two nodes: ``declared`` says whether ``stops`` has a
+    breakpoint there -- a next node it stops before, or a node of ``written_by`` (the
+    nodes whose step wrote the checkpoint) it stops after; without ``stops``, every such
+    pause is taken for declared. The store mints only a declared one (SPEC §8).
     """
     configurable = (getattr(snapshot, "config", None) or {}).get("configurable") or {}
     checkpoint_id = configurable.get("checkpoint_id")
@@ -68,6 +116,7 @@ def waiting_on(snapshot: Any) -> list[dict[str, Any]]:
                 "checkpoint_id": checkpoint_id,
                 "checkpoint_ns": checkpoint_ns,
                 "breakpoint": True,
+                "declared": stops is None or stops.declares(snapshot.next, written_by),
             }
         )
     return items

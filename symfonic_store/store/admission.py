@@ -140,15 +140,20 @@ def record_waiting(
     tenant: str | None = None,
 ) -> list[str]:
     """Record what the thread waits on (mints, for ``tenant``) and what it stopped waiting
-    on (superseded)."""
+    on (superseded).
+
+    A breakpoint is minted only when ``declared`` (absent: declared) and while no answer's
+    claim on the thread is live: the same state is a run in flight between two nodes,
+    which is no interrupt (SPEC §8). One already open stays open while waited on."""
     w = ThreadWriter(conn, thread_id)
     if not w.existed and not waiting:
         return []
     opened = {r["interrupt_id"]: r for r in open_rows(conn, thread_id)} if w.existed else {}
-    minted = mint_waiting(w, waiting, opened, actor=actor, graph=graph, tenant=tenant)
+    claimed = claim_rows(conn, thread_id) if w.existed else {}
+    mintable = [item for item in waiting if not (item.get("breakpoint") and (_undeclared(item) or claimed))]
+    minted = mint_waiting(w, mintable, opened, actor=actor, graph=graph, tenant=tenant)
     still = {item["interrupt_id"] for item in waiting}
     if opened:
-        claimed = claim_rows(conn, thread_id)
         for interrupt_id in opened:
             if interrupt_id not in still and interrupt_id not in claimed:
                 w.append(
@@ -158,6 +163,11 @@ def record_waiting(
                 )
     flush(conn, [w])
     return minted
+
+
+def _undeclared(item: Mapping[str, Any]) -> bool:
+    """A breakpoint-shaped pause no ``interrupt_before``/``interrupt_after`` declared."""
+    return bool(item.get("breakpoint")) and item.get("declared", True) is False
 
 
 def waiting_settled(
@@ -175,8 +185,8 @@ def waiting_settled(
     marker_id = None if thread is None else thread.pending_interrupt_id
     for item in waiting:
         interrupt_id = item["interrupt_id"]
-        if interrupt_id in opened:
-            continue
+        if interrupt_id in opened or _undeclared(item):
+            continue  # open already, or never minted
         value = item["value"]
         if native.is_marker_value(value) and value["interrupt_id"] == marker_id:
             continue

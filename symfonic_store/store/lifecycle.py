@@ -130,15 +130,16 @@ def record_router_decision(
     ttl_seconds: float | None,
     encoded: Mapping[str, str] | None = None,
     tenant: str | None = None,
+    actor: str | None = None,
 ) -> None:
-    """What the router saw, in one transaction: mint if unseen (for ``tenant``), stale
-    expiry once, route."""
+    """What the router saw, in one transaction: mint if unseen (for ``tenant``, asked by
+    ``actor``), stale expiry once, route."""
     w = ThreadWriter(conn, thread_id, probe_mint=None if marker is None else marker["interrupt_id"])
     interrupt_id = None
     reason = None
     if marker is not None:
         interrupt_id = marker["interrupt_id"]
-        mint_into(w, marker, None, encoded, tenant)
+        mint_into(w, marker, actor, encoded, tenant)
         stale = rule.stale(state.get(PENDING_KEY), state.get("run_id"), ttl_seconds)
         reason = None if stale is None else stale.reason
         if reason is not None and w.state.pending_interrupt_id == interrupt_id:

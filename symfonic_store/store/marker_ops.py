@@ -120,8 +120,10 @@ class MarkerOps(Settings):
         *,
         ttl_seconds: float | None = None,
         tenant: str | None = None,
+        actor: str | None = None,
     ) -> Plan[None]:
-        """What a router saw in a graph state, in one transaction (used by the router)."""
+        """What a router saw in a graph state, in one transaction (used by the router);
+        ``actor``: who ran the graph, the requester of a marker it mints (SPEC §12)."""
         t = validation.required_id(thread_id, "thread_id")
         if not isinstance(state, dict):
             raise InvalidInputError("state", f"must be a dict, got {type(state).__name__}")
@@ -143,6 +145,7 @@ class MarkerOps(Settings):
             ttl_seconds=self.ttl(ttl_seconds),
             encoded=encoded,
             tenant=validation.text_id(tenant, "tenant", optional=True),
+            actor=validation.text_id(actor, "actor", optional=True),
         )
         yield Op(fn, write=True, thread=t, creates=True)
 

@@ -53,6 +53,8 @@ class NativeOps(Settings):
 
         ``waiting`` is :func:`~symfonic_store.langgraph.waiting.waiting_on` of the
         thread's state. Returns the ids minted. Used by the gateway after each call.
+        A breakpoint item is minted only when ``declared`` (absent: declared) and no
+        answer's claim on the thread is live (SPEC §8).
         """
         t = validation.required_id(thread_id, "thread_id")
         items = _waiting_items(waiting, self.max_payload_bytes)

@@ -322,6 +322,58 @@ def test_the_policy_refuses_by_role_and_four_eyes_and_records_each_refusal(site:
     assert [(e.actor, e.data["why"]) for e in rejected] == [("fin", "not_allowed")]
 
 
+
+def marker_graph(store: InterruptStore, *, router: bool) -> Any:
+    """A seed-marker graph on ``store`` asking for ``refund_approval`` (four-eyes in the
+    policy): minted by the recording router, or (``router=False``) by the interrupt node."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import END, START, StateGraph
+
+    from symfonic_store.langgraph import (
+        InterruptState,
+        create_interrupt_node,
+        make_interrupt_router,
+    )
+    from symfonic_store.protocol import build_interrupt_marker
+
+    def ask(state: dict[str, Any]) -> dict[str, Any]:
+        return build_interrupt_marker(name="refund_approval", interrupt_id=f"i-{uuid.uuid4().hex[:12]}",
+                                      payload={"amount": 420}, run_id=state.get("run_id"))
+
+    builder = StateGraph(InterruptState)
+    builder.add_node("ask", ask)
+    builder.add_node("interrupt", create_interrupt_node(store))
+    builder.add_edge(START, "ask")
+    if router:
+        builder.add_conditional_edges("ask", make_interrupt_router(store),
+                                      {"interrupt": "interrupt", "continue": END, "finish": END, "elicitation": END})
+    else:
+        builder.add_edge("ask", "interrupt")
+    builder.add_edge("interrupt", END)
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+@pytest.mark.parametrize("router", [True, False], ids=["router-mints", "node-mints"])
+def test_four_eyes_on_a_marker_interrupt_refuses_its_requester_and_admits_another(site: Site, router: bool) -> None:
+    """A marker graph run with configurable actor "requester": the mint records it, so four-eyes refuses the requester (403) and admits "fin"."""
+    t = thread("marker-4eyes")
+    marker_graph(site.store, router=router).invoke(
+        {"messages": [], "run_id": "r1"}, {"configurable": {"thread_id": t, "actor": "requester"}}
+    )
+    (opened,) = site.store.open_interrupts(t)
+    i = opened["interrupt_id"]
+    ok = {"response": {"approved": True}, "digest": digest_of(site.store, t, i)}
+    with site.as_("requester") as own, site.as_("fin") as finance:
+        shown = finance.get(f"/api/interrupts/{t}/{i}").json()
+        assert shown["requested_by"] == "requester"
+        refused = own.post(answer_path(t, i), json=ok)
+        assert refused.status_code == 403 and "four-eyes" in refused.json()["error"], refused.text
+        done = finance.post(answer_path(t, i), json=ok)
+        assert done.status_code == 200, done.text
+    (record,) = site.store.audit(thread_id=t)
+    assert (record.requested_by, record.actor, record.outcome) == ("requester", "fin", "resumed")
+    assert [(a["actor"], a["why"]) for a in record.attempts] == [("requester", "not_allowed")]
+
 # --- LangGraph's own interrupts through --graph ---------------------------------------
 
 
