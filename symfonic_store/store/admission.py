@@ -48,7 +48,7 @@ from . import rules as rule
 from .append import Refusal, ThreadWriter, flush
 from .lifecycle import Answer
 from .rules import Rules
-from .settlement import OUTCOME_UNKNOWN, append_taken, unknown_record
+from .settlement import OUTCOME_UNKNOWN, append_taken, is_marker_run, unknown_record
 
 
 def json_safe(value: Any) -> Any:
@@ -144,13 +144,20 @@ def record_waiting(
 
     A breakpoint is minted only when ``declared`` (absent: declared) and while no answer's
     claim on the thread is live: the same state is a run in flight between two nodes,
-    which is no interrupt (SPEC §8). One already open stays open while waited on."""
+    which is no interrupt (SPEC §8). A claim a sweep recorded as ``outcome_unknown`` is no
+    longer live (its process is gone), nor is a marker run's (:func:`is_marker_run`): the
+    graph it runs is the one recording where it paused. One already open stays open while
+    waited on."""
     w = ThreadWriter(conn, thread_id)
     if not w.existed and not waiting:
         return []
     opened = {r["interrupt_id"]: r for r in open_rows(conn, thread_id)} if w.existed else {}
     claimed = claim_rows(conn, thread_id) if w.existed else {}
-    mintable = [item for item in waiting if not (item.get("breakpoint") and (_undeclared(item) or claimed))]
+    live = any(
+        not is_marker_run(held) and unknown_record(conn, thread_id, interrupt_id, held) is None
+        for interrupt_id, held in claimed.items()
+    )
+    mintable = [item for item in waiting if not (item.get("breakpoint") and (_undeclared(item) or live))]
     minted = mint_waiting(w, mintable, opened, actor=actor, graph=graph, tenant=tenant)
     still = {item["interrupt_id"] for item in waiting}
     if opened:

@@ -324,3 +324,22 @@ def test_no_breakpoint_is_minted_while_an_answers_claim_is_live(store: Any) -> N
     undeclared = {**stop, "interrupt_id": "bp-c-3", "checkpoint_id": "c-3", "declared": False}
     assert store.record_waiting("t-claimed", [undeclared]) == []
     assert [e.interrupt_id for e in store.history("t-claimed") if e.type == MINTED] == ["a" * 32, "bp-c-2"]
+
+
+def test_a_claim_the_sweep_marked_unknown_no_longer_holds_breakpoints_back(store: Any) -> None:
+    """A claim whose process is gone (the sweep recorded it as ``outcome_unknown``) is not a
+    run in flight: a declared breakpoint of the thread is minted again."""
+    from freezegun import freeze_time
+
+    native = {"interrupt_id": "b" * 32, "value": {"name": "wire"}, "task_id": "task-1", "checkpoint_id": "c-1",
+              "checkpoint_ns": "", "breakpoint": False}
+    stop = {"interrupt_id": "bp-c-9", "value": {"next": ["act"]}, "task_id": None, "checkpoint_id": "c-9",
+            "checkpoint_ns": "", "breakpoint": True, "declared": True}
+    with freeze_time("2026-12-07 12:00:00") as clock:
+        store.record_waiting("t-lapsed", [native], actor="requester")
+        store.claim("t-lapsed", "b" * 32, {"approved": True}, actor="alice")
+        assert store.record_waiting("t-lapsed", [stop]) == []  # live: held back
+        clock.tick(3600)
+        report = store.sweep()
+        assert ("t-lapsed", "b" * 32, "outcome_unknown") in report.claims_settled
+        assert store.record_waiting("t-lapsed", [stop], actor="ops") == ["bp-c-9"]
