@@ -580,17 +580,15 @@ class Approvals:
     def assign(self, principal: Principal, thread_id: str, interrupt_id: str, to: Any) -> Result:
         """Assign an interrupt to a principal or ``role:<name>`` (SPEC §15), ``to`` trimmed
         (:func:`~symfonic_store.store.vote_ops.assignee`) and, with tokens, a principal the
-        file names (else 400): only a principal allowed to answer it, an assigned one only
-        with a ``reassign`` role (else 403, recorded as a refused assignment by the store's
-        ``record_assign_refusal``, never as an answer); a quorum's only to a role (else
-        409, nothing written)."""
+        file names (else 400, asked only once the principal may assign it, so that no one
+        else learns which names exist): only a principal allowed to answer it, an assigned
+        one only with a ``reassign`` role (else 403, recorded as a refused assignment by the
+        store's ``record_assign_refusal``, never as an answer); a quorum's only to a role
+        (else 409, nothing written)."""
         try:
             kind, target = assignee(to)
         except InvalidInputError as exc:
             return _error(400, f'"to" must be a principal or "role:<name>" ({exc}); nothing was written')
-        if kind == "principal" and self.principals is not None and target not in self.principals():
-            return _error(400, f"{target!r} is not a principal of this service (its tokens file "
-                          "names none such); nothing was written")
         shown = _assignee({"to": target, "kind": kind})
         where = f"interrupt {interrupt_id!r} on thread {thread_id!r}"
         record = self._visible_record(principal, thread_id, interrupt_id)
@@ -603,6 +601,10 @@ class Approvals:
             if why is not None:
                 self.store.record_assign_refusal(thread_id, interrupt_id, shown, actor=principal.name, error=why)
                 return _error(403, f"not allowed: {why}; the refusal has been recorded")
+            # Asked only of who may assign this interrupt: nobody else learns the names.
+            if kind == "principal" and self.principals is not None and target not in self.principals():
+                return _error(400, f"{target!r} is not a principal of this service (its tokens "
+                              "file names none such); nothing was written")
             why = rule.quorum_assign_refusal(kind, target, None if quorum is None else quorum[0])
             if why is not None:
                 return _error(409, f"{why}; nothing was written")

@@ -141,15 +141,18 @@ def test_the_assignee_is_trimmed_and_must_be_a_principal_the_tokens_file_names(s
     naming it, a blank one 400; neither writes anything."""
     t = thread("trim")
     i = mint(site.store, t, name="plain", actor="agent")
-    done = assign(site, "ann", t, i, " bob ")
-    assert (done.status_code, done.json()) == (200, {"assigned_to": "bob"})
     before = site.store.history(t)
     unknown = assign(site, "ann", t, i, "carol")
     assert unknown.status_code == 400 and "'carol'" in unknown.json()["error"], unknown.text
     for blank in ("   ", " role: "):
         assert assign(site, "ann", t, i, blank).status_code == 400
     assert site.store.history(t) == before
-    assert before[-1].data == {"to": "bob", "kind": "principal"}
+    done = assign(site, "ann", t, i, " bob ")
+    assert (done.status_code, done.json()) == (200, {"assigned_to": "bob"})
+    assert site.store.history(t)[-1].data == {"to": "bob", "kind": "principal"}
+    # Who may not assign it learns nothing of which names exist: the same 403 either way.
+    refusals = [assign(site, "cid", t, i, name) for name in ("carol", "ann")]
+    assert [r.status_code for r in refusals] == [403, 403], [r.text for r in refusals]
     answered = answer(site, "bob", t, i)
     assert answered.status_code == 200 and answered.json()["outcome"] == "resumed", answered.text
 
