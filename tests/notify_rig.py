@@ -138,6 +138,11 @@ class Trickler:
     """Set when a trickle reached ``most`` bytes with the client still there."""
     release: threading.Event = field(default_factory=threading.Event)
     bodies: list[bytes] = field(default_factory=list)
+    at_once: dict[bytes, int] = field(default_factory=dict)
+    """Requests being answered now, by body (one event's body is the same on every send)."""
+    most_at_once: int = 0
+    """The most requests with one body answered at the same time."""
+    counting: threading.Lock = field(default_factory=threading.Lock)
 
 
 def _read_request(conn: socket.socket) -> bytes | None:
@@ -169,17 +174,22 @@ def trickling_receiver(pace: float = 0.2, most: int = 200) -> Iterator[Trickler]
     done = threading.Event()
 
     def trickle(conn: socket.socket) -> None:
+        counted: bytes | None = None
         with conn:
             try:
                 body = _read_request(conn)
                 if body is None:
                     return
-                trickler.bodies.append(body)
+                with trickler.counting:
+                    trickler.bodies.append(body)
+                    trickler.at_once[body] = trickler.at_once.get(body, 0) + 1
+                    trickler.most_at_once = max(trickler.most_at_once, trickler.at_once[body])
+                counted = body
                 trickler.trickling.set()
                 conn.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
                 for _ in range(most):
                     if trickler.release.is_set() or done.is_set():
-                        conn.sendall(b"\r\ncontent-length: 0\r\n\r\n")
+                        conn.sendall(b"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
                         return
                     conn.sendall(b"a")
                     # sleep-ok: the trickle's pace; a close by the client ends the wait at once
@@ -190,6 +200,10 @@ def trickling_receiver(pace: float = 0.2, most: int = 200) -> Iterator[Trickler]
                 trickler.ran_out.set()
             except OSError:
                 trickler.closed_by_client.set()
+            finally:
+                if counted is not None:
+                    with trickler.counting:
+                        trickler.at_once[counted] -= 1
 
     def accept() -> None:
         while not done.is_set():

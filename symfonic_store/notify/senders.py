@@ -5,10 +5,12 @@ none raises for the receiver's failures, and no error text carries a URL's secre
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -44,13 +46,14 @@ class WebhookSender:
 
     ``timeout_seconds`` bounds the whole send, from the connection to the response's last
     byte (httpx's own timeouts bound each read, so a receiver trickling a byte at a time
-    would keep a send open for ever): the request runs on an event loop of the sender's
-    own under :func:`asyncio.wait_for`, and a send past its deadline is cancelled, which
-    closes its connection."""
+    would keep a send open for ever): the request runs under :func:`asyncio.wait_for` on
+    an event loop of the sender's own, in a daemon thread of its own (started at the first
+    send, stopped and joined by :meth:`close`), and a send past its deadline is cancelled,
+    which closes its connection. The calling thread's event loop is never used nor
+    changed: a sender works from inside a running loop (an async application, a notebook)
+    as well as from a plain thread."""
 
     def __init__(self, hook: Webhook) -> None:
-        import asyncio
-
         httpx = need("httpx")
         standardwebhooks = need("standardwebhooks")
         self._signer = standardwebhooks.Webhook(hook.secret)
@@ -58,13 +61,29 @@ class WebhookSender:
         self._where = safe_target(hook.url)
         self._httpx = httpx
         self._timeout = hook.timeout
-        self._loop = asyncio.Runner()
-        self._client = self._loop.run(_async_client(httpx, hook.timeout))
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._client: Any = None
+
+    def _started(self) -> tuple[asyncio.AbstractEventLoop, Any]:
+        """The sender's loop (running in its thread) and HTTP client, started if need be."""
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=_serve, args=(loop,), name="symfonic-webhook-sender", daemon=True)
+                thread.start()
+                try:
+                    client = asyncio.run_coroutine_threadsafe(_async_client(self._httpx, self._timeout), loop).result()
+                except BaseException:
+                    loop.call_soon_threadsafe(loop.stop)
+                    thread.join()
+                    raise
+                self._loop, self._thread, self._client = loop, thread, client
+            return self._loop, self._client
 
     def send(self, msg_id: str, body: dict[str, Any], *, now: datetime, within: float | None = None) -> Outcome:
         """One POST, done within ``within`` seconds (the hook's timeout when None or longer)."""
-        import asyncio
-
         data = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
         stamp = now.astimezone(UTC)
         headers = {
@@ -76,13 +95,19 @@ class WebhookSender:
         limit = self._timeout if within is None else max(0.0, min(within, self._timeout))
         if limit <= 0:
             return Outcome("failed", f"{self._where}: no time left before the lease ends")
-        post = self._client.post(self._url, content=data.encode(), headers=headers)
+        loop, client = self._started()
+        # The deadline is kept on the sender's loop (wait_for cancels the request there,
+        # closing its connection); this thread only waits for that outcome.
+        sent = asyncio.run_coroutine_threadsafe(_post(client, self._url, data.encode(), headers, limit), loop)
         try:
-            response = self._loop.run(asyncio.wait_for(post, limit))
+            response = sent.result()
         except (TimeoutError, self._httpx.TimeoutException):
             return Outcome("failed", f"{self._where}: timed out")
         except self._httpx.HTTPError as exc:
             return Outcome("failed", f"{self._where}: {type(exc).__name__}")
+        except BaseException:
+            sent.cancel()  # this thread was interrupted: the request is not left running
+            raise
         code = response.status_code
         if 200 <= code < 300:
             return Outcome("delivered", f"HTTP {code}")
@@ -93,15 +118,40 @@ class WebhookSender:
         return Outcome("failed", f"{self._where}: HTTP {code}")
 
     def close(self) -> None:
+        """Close the HTTP client, stop the sender's loop and join its thread."""
+        with self._lock:
+            loop, thread, client = self._loop, self._thread, self._client
+            self._loop = self._thread = self._client = None
+        if loop is None or thread is None:
+            return
         try:
-            self._loop.run(self._client.aclose())
+            asyncio.run_coroutine_threadsafe(client.aclose(), loop).result()
         finally:
-            self._loop.close()
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join()
+
+
+def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    """The sender's thread: its loop runs until stopped, then is closed here."""
+    asyncio.set_event_loop(loop)  # this thread's only
+    try:
+        loop.run_forever()
+    finally:
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
 
 
 async def _async_client(httpx: Any, timeout: float) -> Any:
     """The sender's client, made on its loop."""
     return httpx.AsyncClient(follow_redirects=False, timeout=timeout)
+
+
+async def _post(client: Any, url: str, content: bytes, headers: dict[str, str], limit: float) -> Any:
+    """One POST, cancelled (its connection closed) when it outlasts ``limit`` seconds."""
+    return await asyncio.wait_for(client.post(url, content=content, headers=headers), limit)
 
 
 class AppriseSender:

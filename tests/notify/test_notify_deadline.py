@@ -4,7 +4,10 @@ only its own subscription. Against receivers on 127.0.0.1 that answer a byte at 
 
 from __future__ import annotations
 
+import json
 import threading
+import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +17,9 @@ from notify_rig import http_receiver, trickling_receiver, write_secret
 
 from symfonic_store import InterruptStore
 from symfonic_store.errors import InvalidInputError
-from symfonic_store.notify import Notifier
+from symfonic_store.notify import Notifier, ledger
 from symfonic_store.notify.senders import AppriseSender
+from symfonic_store.store.plan import Op
 
 
 def hook(folder: Path, name: str, url: str, timeout: float) -> dict[str, Any]:
@@ -113,3 +117,47 @@ def test_a_timeout_not_below_the_lease_is_refused_naming_the_field(store: Interr
     with pytest.raises(InvalidInputError, match=r"lease_seconds.*45 s, subscriptions\[1\]\.webhook\.timeout_seconds"):
         Notifier(store, config, lease_seconds=45)
     Notifier(store, config, lease_seconds=46).close()
+
+
+def test_a_second_notifier_delivers_nothing_while_the_first_ones_send_is_in_flight(
+    store: InterruptStore, tmp_path: Path
+) -> None:
+    """Two notifiers (two owners, as two processes are) on one store: while the first one's
+    send trickles, the lease in the cursor row is the first one's and covers that send's
+    whole timeout from its arrival on (the check allows 40 s of slack: the lease is 60 s,
+    the timeout 20 s), and the second one's passes are ``busy`` and send nothing; released,
+    the first delivers every event, the second then has nothing left. The receiver got
+    each event once, never two sends of one event at a time."""
+    mint(store, "t-1")
+    mint(store, "t-2")
+    timeout = 20.0
+    with trickling_receiver(pace=0.05, most=100_000) as slow:
+        config = {"subscriptions": [hook(tmp_path, "slow", slow.url, timeout)]}
+        with Notifier(store, config, from_start=True, lease_seconds=60) as first, \
+                Notifier(store, config, lease_seconds=60) as second:
+            assert first.owner != second.owner
+            reports: list[Any] = []
+            worker = threading.Thread(target=lambda: reports.append(first.run_once()))
+            worker.start()
+            try:
+                assert slow.trickling.wait(30)
+                arrived = time.time()
+                tallies = [second.run_once().subscriptions["slow"] for _ in range(3)]
+                row = store.runner.run(Op(partial(ledger.read_cursors, names=["slow"]), write=False))["slow"]
+                in_flight = len(slow.bodies)
+                assert not (slow.closed_by_client.is_set() or slow.ran_out.is_set())  # still trickling
+            finally:
+                slow.release.set()
+                worker.join(60)
+            assert not worker.is_alive()
+            after = second.run_once().subscriptions["slow"]
+            (status,) = second.status()
+    assert [(t.busy, t.delivered, t.failed) for t in tallies] == [(True, 0, 0)] * 3
+    assert in_flight == 1
+    assert row.lease_owner == first.owner
+    assert row.lease_until is not None and row.lease_until >= arrived + timeout
+    assert reports[0].subscriptions["slow"].delivered == 2
+    assert (after.busy, after.delivered) == (False, 0)
+    assert status["delivered"] == 2 and status["position"] == store.events()[-1].position
+    assert sorted(json.loads(b)["data"]["thread_id"] for b in slow.bodies) == ["t-1", "t-2"]
+    assert slow.most_at_once == 1
