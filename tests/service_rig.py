@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -57,6 +58,15 @@ class Served:
 
     def logs(self) -> str:
         return "".join(self.log)
+
+    def logs_with(self, *needles: str, timeout: float = 30.0) -> str:
+        """The server's log once every ``needle`` is in it (its stderr is read by a thread
+        of its own, so a line the server wrote may not be here yet), or as it is after
+        ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while not all(n in self.logs() for n in needles) and time.monotonic() < deadline:
+            time.sleep(0.05)  # sleep-ok: polling the reader thread, bounded by the deadline
+        return self.logs()
 
 
 def _pump(stream: Any, sink: Any) -> None:

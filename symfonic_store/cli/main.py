@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import traceback
@@ -76,8 +77,33 @@ def _usage_message(exc: Exception) -> str:
     return text[:1].lower() + text[1:]
 
 
+class StderrLog(logging.Handler):
+    """The package's warnings on the command line: written to ``sys.stderr`` as it is when
+    they happen (a test's capture too), the message alone. The library itself prints
+    nothing (its loggers end in a ``NullHandler``); the command line is an application and
+    says what the server, the sweep and the notifier warn of, as logging's last resort
+    would."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+        except Exception:  # pragma: no cover - as logging.StreamHandler does
+            self.handleError(record)
+
+
+def log_to_stderr() -> None:
+    """Give the package's logger a :class:`StderrLog` (once per process)."""
+    logger = logging.getLogger("symfonic_store")
+    if not any(isinstance(h, StderrLog) for h in logger.handlers):
+        logger.addHandler(StderrLog())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
+    log_to_stderr()
     session = Session()
     command = typer.main.get_command(app)
     readable_help(command)

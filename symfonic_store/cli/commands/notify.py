@@ -143,6 +143,7 @@ def _quiet_logs() -> None:
     logger = logging.getLogger("symfonic_store.notify")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
+    logger.propagate = False  # said once: not again by the command line's own handler
 
 
 @notify_app.command("status")
