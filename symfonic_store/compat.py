@@ -130,6 +130,26 @@ def fire_rollback(conn: Connection) -> None:
         listeners(conn)
 
 
+def invalidate_lost(conn: Connection, exc: BaseException) -> None:
+    """After ``exc`` said ``conn``'s server is gone, invalidate ``conn`` and mark every
+    connection its pool opened so far as outdated, as ``Connection.execute`` does on a
+    disconnect (``Pool._invalidate``, private): they reached the same server (lost to a
+    failover or a restart), so the pool opens new ones at their next checkout instead of
+    handing them out to fail in turn, and no checkout pings."""
+    if conn.invalidated:
+        return
+    conn.engine.pool._invalidate(conn.connection, exc)  # as SQLAlchemy's own handler
+    conn.invalidate(exc)
+
+
+def outdated(conn: Connection) -> bool:
+    """Was ``conn`` (held open between calls, so never checked out again) opened before its
+    pool was last invalidated by :func:`invalidate_lost` (its server then was lost)?"""
+    record = getattr(conn.connection, "_connection_record", None)
+    started = getattr(record, "starttime", None)
+    return started is not None and conn.engine.pool._invalidate_time > started
+
+
 def has_cursor_listeners(engine: Engine) -> bool:
     """Does anything listen to ``engine``'s ``before_cursor_execute`` or
     ``after_cursor_execute`` (a statement sent on the driver would bypass it)?"""

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy.engine import Connection, Engine
 
+from ..compat import outdated
 from ..db.migrate import read_scripts
 from ..db.translate import translate_errors
 from ..errors import DatabaseError, SymfonicStoreError
@@ -265,7 +266,8 @@ class StoreRunner(_Port):
                 return self._run_on(pooled, op)
         try:
             kept = held.conn
-            if kept is None or kept.closed or kept.invalidated:
+            # Outdated: another call lost the server it reached (a failover, a restart).
+            if kept is None or kept.closed or kept.invalidated or outdated(kept):
                 held.drop()
                 with translate_errors():
                     kept = self.engine.connect()

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Dialect, Engine
 
-from ...compat import dbapi_error, has_cursor_listeners
+from ...compat import dbapi_error, has_cursor_listeners, invalidate_lost
 from ...errors import DatabaseError
 from ..executors.base import CoreExecutor, Executor, state_of
 
@@ -77,14 +77,15 @@ def _listened(conn: Connection) -> bool:
 def driver_error(connection: Connection, sql: str, exc: Exception) -> sa.exc.DBAPIError:
     """A driver's error met in an event hook, as SQLAlchemy raises its own: wrapped, and,
     when it means the connection is gone, flagged so with the connection invalidated (the
-    pool will not hand it out again, nor try to reset it)."""
+    pool will not hand it out again, nor try to reset it, nor any other it opened to the
+    lost server)."""
     dialect = connection.dialect
     lost = dialect.is_disconnect(exc, connection.connection.dbapi_connection, None)  # type: ignore[arg-type]
     error = dbapi_error(
         sql, (), exc, dialect.loaded_dbapi.Error, dialect=dialect, connection_invalidated=lost
     )
-    if lost and not connection.invalidated:
-        connection.invalidate(exc)
+    if lost:
+        invalidate_lost(connection, exc)
     assert isinstance(error, sa.exc.DBAPIError)
     return error
 

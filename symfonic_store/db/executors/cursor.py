@@ -32,7 +32,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from ...compat import compiled_binds, dbapi_error, fire_commit, fire_rollback
+from ...compat import compiled_binds, dbapi_error, fire_commit, fire_rollback, invalidate_lost
 from .base import Executor, JsonText, _State, state_of
 
 if TYPE_CHECKING:
@@ -162,7 +162,8 @@ class CursorExecutor(Executor):
     def _driver_error(self, conn: Connection, sql: str, args: Any, exc: Exception) -> Exception:
         """The driver's error as SQLAlchemy would raise it: wrapped, and, when it means
         the connection is gone, flagged so and the connection invalidated (the pool will
-        not hand it out again), as ``Connection.execute`` does."""
+        not hand it out again, nor any other it opened to the lost server), as
+        ``Connection.execute`` does."""
         dbapi = conn.connection.dbapi_connection if not conn.invalidated else None
         lost = self.dialect.is_disconnect(exc, dbapi, None)  # type: ignore[arg-type]
         error = dbapi_error(
@@ -170,8 +171,7 @@ class CursorExecutor(Executor):
         )
         if lost:
             self._drop_cursors(conn)
-            if not conn.invalidated:
-                conn.invalidate(exc)
+            invalidate_lost(conn, exc)
         return error
 
     @staticmethod
