@@ -169,9 +169,16 @@ def delete_all_threads(conn: Connection) -> None:
 
 
 def pending_threads(
-    conn: Connection, *, since_before: float | None, limit: int | None, scope: Scope = None
+    conn: Connection,
+    *,
+    since_before: float | None,
+    limit: int | None,
+    scope: Scope = None,
+    after: tuple[float, str] | None = None,
 ) -> list[ThreadState]:
-    """The threads with a pending marker, oldest first (of ``scope``'s tenants)."""
+    """The threads with a pending marker, oldest first (of ``scope``'s tenants); ``after``:
+    only those after this ``(pending_since, thread_id)`` (keyset paging on the index of
+    pending threads)."""
     query = (
         sa.select(*THREAD_COLUMNS)
         .where(threads.c.pending_interrupt_id.is_not(None))
@@ -182,6 +189,10 @@ def pending_threads(
         query = query.where(kept)
     if since_before is not None:
         query = query.where(threads.c.pending_since < since_before)
+    if after is not None:
+        query = query.where(
+            sa.tuple_(threads.c.pending_since, threads.c.thread_id) > sa.tuple_(*after)
+        )
     if limit is not None:
         query = query.limit(limit)
     return [to_thread(r) for r in conn.execute(query)]
