@@ -54,7 +54,7 @@ def decode(cursor: Any, read: str, shape: tuple[type, ...]) -> list[Any]:
     # integral time may come back from JSON as an int.
     for value, kind in zip(key[1:], shape, strict=True):
         read_as: Any = float(value) if kind is float and type(value) is int else value
-        if type(read_as) is not kind or (kind is float and not math.isfinite(read_as)):
+        if type(read_as) is not kind or (isinstance(read_as, float) and not math.isfinite(read_as)):
             raise problem
         values.append(read_as)
     return values
