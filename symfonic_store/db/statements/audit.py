@@ -218,10 +218,16 @@ def _audit_attempts_query(
     if by_tenant is not None:
         query = query.where(_tenant_clause(mint, *by_tenant))
     if range_key is not None:  # a page's mints: their key from bind ``lo`` to ``hi``
-        query = query.where(
-            mint.c[range_key].between(
-                sa.bindparam("lo", type_=sa.BigInteger()), sa.bindparam("hi", type_=sa.BigInteger())
+        # Driven by those mints: with an ORDER BY the index of refusals could serve, SQLite
+        # walks every refusal instead. The version comes last; the caller sorts on it.
+        query = (
+            query.where(
+                mint.c[range_key].between(
+                    sa.bindparam("lo", type_=sa.BigInteger()), sa.bindparam("hi", type_=sa.BigInteger())
+                )
             )
+            .add_columns(rejected.c.version)
+            .order_by(None)
         )
     return query
 
@@ -308,12 +314,17 @@ def audit_page_attempts(
     lo: int,
     hi: int,
 ) -> Sequence[Sequence[Any]]:
-    """The refused answers (columns as :func:`_audit_attempts_query`'s) to the mints whose
-    key (as :func:`audit_page_rows`') is in ``lo``..``hi``."""
+    """The refused answers (columns as :func:`_audit_attempts_query`'s, in its order) to
+    the mints whose key (as :func:`audit_page_rows`') is in ``lo``..``hi``."""
     params: dict[str, Any] = {"t": thread_id, "lo": lo, "hi": hi}
     named, untenanted = _scope_params(params, scope)
     _, attempts = audit_page_queries(thread_id is not None, False, named, untenanted)
-    return executor_for(conn).fetch(conn, attempts, params)
+    rows = sorted(executor_for(conn).fetch(conn, attempts, params), key=_thread_version)
+    return [row[:-1] for row in rows]
+
+
+def _thread_version(row: Sequence[Any]) -> tuple[str, int]:
+    return row[0], row[-1]
 
 
 def audit_rows(

@@ -168,14 +168,13 @@ def delete_all_threads(conn: Connection) -> None:
     conn.execute(threads.delete())
 
 
-def pending_threads(
-    conn: Connection,
+def pending_threads_query(
     *,
     since_before: float | None,
     limit: int | None,
     scope: Scope = None,
     after: tuple[float, str] | None = None,
-) -> list[ThreadState]:
+) -> sa.Select[Any]:
     """The threads with a pending marker, oldest first (of ``scope``'s tenants); ``after``:
     only those after this ``(pending_since, thread_id)`` (keyset paging on the index of
     pending threads)."""
@@ -195,6 +194,19 @@ def pending_threads(
         )
     if limit is not None:
         query = query.limit(limit)
+    return query
+
+
+def pending_threads(
+    conn: Connection,
+    *,
+    since_before: float | None,
+    limit: int | None,
+    scope: Scope = None,
+    after: tuple[float, str] | None = None,
+) -> list[ThreadState]:
+    """The rows of :func:`pending_threads_query`."""
+    query = pending_threads_query(since_before=since_before, limit=limit, scope=scope, after=after)
     return [to_thread(r) for r in conn.execute(query)]
 
 
