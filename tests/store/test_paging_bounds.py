@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from bench.bulk_load import ThreadSpec, load
 
+from bench.bulk_load import ThreadSpec, load
 from symfonic_store import InterruptStore, cursors
 from symfonic_store.db.engines import create_sync_engine
 from symfonic_store.db.statements.audit import audit_page_queries, mint_key
