@@ -320,7 +320,7 @@ def _records(
         (
             t_id, i_id, name, payload, minted_text, native_mint,
             end_type, end_actor, end_reason, end_response, end_decisions, end_text,
-            requested_by, authenticated_by, tenant, *_,
+            requested_by, authenticated_by, tenant, _position, _version,
         ) = row
         minted_at: Any = utc(minted_text)  # NULL only where a column was tampered with
         if since is not None and minted_at < since:
@@ -427,6 +427,8 @@ def audit(
 
 _CHUNK = 1000
 """Mints read per statement by a page without a limit (``after`` alone)."""
+_FILTERED_CHUNK = 100
+"""At least as many mints read per statement when filters checked in Python skip some."""
 
 
 def audit_page(
@@ -464,7 +466,9 @@ def audit_page(
         key = found[1] if thread_id is not None else found[0]
         # A batched request's record: the interrupt's later records come next.
         start, skip = (key, (t_id, i_id, index)) if index >= 0 else (key + 1, None)
-    chunk = _CHUNK if limit is None else limit
+    # Filters checked here skip rows: read more of them per statement (still a bounded read).
+    filtered = since is not None or until is not None or decision is not None
+    chunk = _CHUNK if limit is None else max(limit, _FILTERED_CHUNK) if filtered else limit
     records: list[AuditRecord] = []
     while limit is None or len(records) < limit:
         rows = audit_page_rows(
