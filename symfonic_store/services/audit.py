@@ -14,10 +14,17 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from .. import native
-from ..db.statements.audit import audit_rows, utc
-from ..db.statements.votes import quorum_approvers
+from .. import cursors, native
+from ..db.statements.audit import (
+    audit_page_attempts,
+    audit_page_rows,
+    audit_rows,
+    mint_key,
+    utc,
+)
+from ..db.statements.votes import quorum_approvers, quorum_approvers_between
 from ..decisions import builtin, reported
+from ..errors import InvalidInputError
 from ..events import RESUMED, refused_assignment
 
 AUDIT_FIELDS = (
@@ -89,6 +96,13 @@ class AuditRecord:
     approvers: tuple[str, ...] = ()
     """The principals whose votes completed a quorum (SPEC §15), in the order they
     voted; empty for any other answer."""
+
+    @property
+    def cursor(self) -> str:
+        """This record's place in the audit's pages (SPEC §17), opaque: pass it as
+        ``audit(after=...)`` to read the records after it."""
+        index = -1 if self.action_index is None else self.action_index
+        return cursors.encode(cursors.AUDIT, [self.thread_id, self.interrupt_id, index])
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: datetimes as ISO 8601 UTC."""
@@ -297,28 +311,8 @@ def _closed_decision(stored: Any) -> tuple[str | None, str | None]:
     return (word, "recorded") if word is not None else (None, None)
 
 
-def audit(
-    conn: Connection,
-    *,
-    thread_id: str | None,
-    actor: str | None,
-    since: datetime | None,
-    until: datetime | None,
-    decision: str | None = None,
-    scope: frozenset[str | None] | None = None,
-) -> list[AuditRecord]:
-    """One record per interrupt from the audit columns (SPEC §3 ``audit``), oldest mint
-    first; ``since``/``until`` bound ``minted_at``; ``decision`` keeps the records whose
-    reported decision is exactly that.
-
-    A record's ``payload``, ``response``, ``resolved_at``, ``decision`` and
-    ``decision_source`` are decoded when first read (see :class:`_Lazy`), except where
-    the audit needs them itself: a batched HITL request's records, and every decision
-    under a ``decision`` filter. ``scope``: only the interrupts minted for those tenants
-    (``None`` among them: minted without one; SPEC §15)."""
-    # One more statement for every record's refused answers, grouped here: a query per
-    # record would cost a round trip per interrupt (bench/audit.py: 10,000 of them).
-    rows, attempt_rows = audit_rows(conn, thread_id=thread_id, actor=actor, scope=scope)
+def _attempts(attempt_rows: Sequence[Sequence[Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """The refused answers of ``attempt_rows``, by interrupt, in the order read."""
     attempts: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for t_id, i_id, a_actor, a_why, a_error, a_at, a_response in attempt_rows:
         if refused_assignment({"why": a_why, "response": None if a_response is None else _json(a_response)}):
@@ -326,16 +320,32 @@ def audit(
         attempts.setdefault((t_id, i_id), []).append(
             {"actor": a_actor, "why": a_why, "error": a_error, "at": utc(a_at)}
         )
-    # Every value comes from the audit columns (symfonic_store/audit_columns.py), written
-    # at append time: no mint's or ending's JSON data is decoded here.
-    quorums = quorum_approvers(conn, thread_id)
-    records: list[AuditRecord] = []
+    return attempts
+
+
+def _records(
+    rows: Sequence[Sequence[Any]],
+    attempts: dict[tuple[str, str], list[dict[str, Any]]],
+    quorums: dict[tuple[str, str], tuple[str, ...]],
+    *,
+    since: datetime | None,
+    until: datetime | None,
+    decision: str | None,
+    records: list[AuditRecord],
+    skip: tuple[str, str, int] | None = None,
+    limit: int | None = None,
+) -> None:
+    """Append to ``records`` the records of ``rows`` (mints with their endings, in the
+    order read) that the filters keep, up to ``limit`` records in all; ``skip``: the
+    records of that interrupt up to that action index were read already."""
     append = records.append
     for row in rows:
+        if limit is not None and len(records) >= limit:
+            return
         (
             t_id, i_id, name, payload, minted_text, native_mint,
             end_type, end_actor, end_reason, end_response, end_decisions, end_text,
-            requested_by, authenticated_by, tenant,
+            requested_by, authenticated_by, tenant, _position, _version,
         ) = row
         minted_at: Any = utc(minted_text)  # NULL only where a column was tampered with
         if since is not None and minted_at < since:
@@ -359,6 +369,10 @@ def audit(
                 end_at = utc(end_text)
                 derived: list[list[str | None]] = []
                 for index, action in enumerate(requests):
+                    if skip is not None and (t_id, i_id) == skip[:2] and index <= skip[2]:
+                        continue
+                    if limit is not None and len(records) >= limit:
+                        return
                     word, source = (
                         _decided(recorded if isinstance(recorded, list) else None, index,
                                  partial(tuple, (decoded, response)), i_id, derived)
@@ -372,6 +386,8 @@ def audit(
                         requested_by, source, authenticated_by, tenant, quorums.get((t_id, i_id), ()),
                     ))
                 continue
+        if skip is not None and (t_id, i_id) == skip[:2]:
+            continue  # the interrupt's one record was read already
         lazy = _Stored(row)  # the payload; an ending's time, an answer's response and decision
         answer = lazy if resumed else None
         decided = answer if resumed or end_decisions is None else lazy  # an expiry's recorded one
@@ -384,6 +400,115 @@ def audit(
         if decision is not None and record.decision != decision:
             continue
         append(record)
+
+
+def audit(
+    conn: Connection,
+    *,
+    thread_id: str | None,
+    actor: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    decision: str | None = None,
+    scope: frozenset[str | None] | None = None,
+    limit: int | None = None,
+    after: str | None = None,
+) -> list[AuditRecord]:
+    """One record per interrupt from the audit columns (SPEC §3 ``audit``), oldest mint
+    first; ``since``/``until`` bound ``minted_at``; ``decision`` keeps the records whose
+    reported decision is exactly that.
+
+    A record's ``payload``, ``response``, ``resolved_at``, ``decision`` and
+    ``decision_source`` are decoded when first read (see :class:`_Lazy`), except where
+    the audit needs them itself: a batched HITL request's records, and every decision
+    under a ``decision`` filter. ``scope``: only the interrupts minted for those tenants
+    (``None`` among them: minted without one; SPEC §15).
+
+    ``limit`` / ``after`` read one page (:func:`audit_page`); without either, the whole
+    audit, sorted by ``minted_at`` (mints of the same time in log order).
+
+    Raises:
+        ValueError: ``after`` is not a record's cursor.
+    """
+    if limit is not None or after is not None:
+        return audit_page(
+            conn, thread_id=thread_id, actor=actor, since=since, until=until,
+            decision=decision, scope=scope, limit=limit, after=after,
+        )
+    # One more statement for every record's refused answers, grouped here: a query per
+    # record would cost a round trip per interrupt (bench/audit.py: 10,000 of them).
+    rows, attempt_rows = audit_rows(conn, thread_id=thread_id, actor=actor, scope=scope)
+    # Every value comes from the audit columns (symfonic_store/audit_columns.py), written
+    # at append time: no mint's or ending's JSON data is decoded here.
+    records: list[AuditRecord] = []
+    _records(
+        rows, _attempts(attempt_rows), quorum_approvers(conn, thread_id),
+        since=since, until=until, decision=decision, records=records,
+    )
     # Stable: rows come in position order, so records minted at the same time keep it.
     records.sort(key=_MINTED_AT)
+    return records
+
+
+_CHUNK = 1000
+"""Mints read per statement by a page without a limit (``after`` alone)."""
+_FILTERED_CHUNK = 100
+"""At least as many mints read per statement when filters checked in Python skip some."""
+
+
+def audit_page(
+    conn: Connection,
+    *,
+    thread_id: str | None,
+    actor: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    decision: str | None,
+    scope: frozenset[str | None] | None,
+    limit: int | None,
+    after: str | None,
+) -> list[AuditRecord]:
+    """Up to ``limit`` records (all, when None) after the record whose cursor is
+    ``after`` (from the first, when None), in mint order: the log's order, which is
+    ``minted_at``'s unless a clock went back. Keyset paging (SPEC §17): each statement
+    reads the next mints from a place in an index (:func:`audit_page_rows`), so a page
+    costs what it returns, and a record is on exactly one page however others append
+    meanwhile (a new mint comes after every mint before it).
+
+    Raises:
+        InvalidInputError: (a ValueError) ``after`` is not a record's cursor (or names an
+            interrupt no longer in the log: archived).
+    """
+    keyed = 16 if thread_id is not None else 15  # the row's version, else its position
+    start, skip = 0, None
+    if after is not None:
+        t_id, i_id, index = cursors.decode(after, cursors.AUDIT, cursors.AUDIT_SHAPE)
+        found = mint_key(conn, t_id, i_id)
+        if found is None:
+            raise InvalidInputError("after", "its interrupt is not in the log (archived, or never minted)")
+        if thread_id is not None and t_id != thread_id:
+            raise InvalidInputError("after", f"a cursor of another thread than {thread_id!r}")
+        key = found[1] if thread_id is not None else found[0]
+        # A batched request's record: the interrupt's later records come next.
+        start, skip = (key, (t_id, i_id, index)) if index >= 0 else (key + 1, None)
+    # Filters checked here skip rows: read more of them per statement (still a bounded read).
+    filtered = since is not None or until is not None or decision is not None
+    chunk = _CHUNK if limit is None else max(limit, _FILTERED_CHUNK) if filtered else limit
+    records: list[AuditRecord] = []
+    while limit is None or len(records) < limit:
+        rows = audit_page_rows(
+            conn, thread_id=thread_id, actor=actor, scope=scope, start=start, limit=chunk
+        )
+        if not rows:
+            break
+        lo, hi = rows[0][keyed], rows[-1][keyed]
+        attempts = _attempts(audit_page_attempts(conn, thread_id=thread_id, scope=scope, lo=lo, hi=hi))
+        quorums = quorum_approvers_between(conn, thread_id=thread_id, lo=lo, hi=hi)
+        _records(
+            rows, attempts, quorums, since=since, until=until, decision=decision,
+            records=records, skip=skip, limit=limit,
+        )
+        if len(rows) < chunk:
+            break
+        start, skip = hi + 1, None
     return records

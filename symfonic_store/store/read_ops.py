@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
 
-from .. import validation
+from .. import cursors, validation
 from ..db.executor import executor_for
 from ..db.statements.log import (
     events_after,
@@ -23,6 +24,7 @@ from ..db.statements.log import (
 from ..db.statements.native import claim_rows, open_rows, read_open_interrupts
 from ..db.statements.tenants import Scope, mint_tenants, scope_of
 from ..db.statements.threads import load_thread, pending_threads
+from ..errors import InvalidInputError
 from ..events import StoredEvent
 from ..native import MARKER_SOURCE, NATIVE_SOURCE
 from ..projection import ThreadState
@@ -54,6 +56,37 @@ class ReaderLag:
 
 
 PAGE_SIZE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class PendingKey:
+    """An item's place in :meth:`ReadOps.list_pending`'s order: its time, its kind (0: a
+    seed marker, 1: an open LangGraph interrupt; markers first at one time), thread and
+    interrupt."""
+
+    at: float
+    kind: int
+    thread_id: str
+    interrupt_id: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in (0, 1):
+            raise InvalidInputError("after", "not a cursor of list_pending() (pass an item's cursor as it was given)")
+
+    def marker_bound(self) -> tuple[float, str]:
+        """The markers after it are those after this ``(pending_since, thread_id)``. After
+        a native item every marker of its time came before it: the next time on, and ""
+        sorts before every thread id."""
+        if self.kind == 0:
+            return self.at, self.thread_id
+        return math.nextafter(self.at, math.inf), ""
+
+    def native_bound(self) -> tuple[float, str, str]:
+        """The open LangGraph interrupts after it are those after this ``(minted_at,
+        thread_id, interrupt_id)``; after a marker, all of its time and later."""
+        if self.kind == 1:
+            return self.at, self.thread_id, self.interrupt_id
+        return self.at, "", ""
 
 
 def _native_open(row: dict[str, Any]) -> dict[str, Any]:
@@ -136,32 +169,49 @@ class ReadOps(Settings):
         limit: int | None = None,
         tenant: str | None = None,
         tenants: Iterable[str | None] | None = None,
+        after: str | None = None,
     ) -> Plan[list[dict[str, Any]]]:
-        """Pending interrupts across all threads, oldest first: each marker plus ``thread_id``.
+        """Pending interrupts across all threads, oldest first: each marker plus ``thread_id``
+        and ``cursor``.
 
         ``tenant``: only the interrupts minted for that tenant (SPEC §15); ``tenants``:
         only those minted for one of them, ``None`` among them for the interrupts minted
-        without a tenant (how the service scopes a principal's inbox).
+        without a tenant (how the service scopes a principal's inbox). ``after``: an
+        item's ``cursor``, to list the items after it (SPEC §17: keyset paging on the
+        projection's time indexes; an item is on exactly one page however others mint).
+
+        Raises:
+            InvalidInputError: (a ValueError) ``after`` is not an item's cursor.
         """
         age = validation.ttl(older_than, "older_than")
         n = validation.positive_int(limit, "limit", optional=True)
         scope = _scope(tenant, tenants)
+        key = None if after is None else PendingKey(*cursors.decode(after, cursors.PENDING, cursors.PENDING_SHAPE))
 
         def run(conn: Connection) -> list[dict[str, Any]]:
             since_before = None if age is None else time.time() - age
-            rows = pending_threads(conn, since_before=since_before, limit=n, scope=scope)
+            rows = pending_threads(
+                conn, since_before=since_before, limit=n, scope=scope,
+                after=None if key is None else key.marker_bound(),
+            )
             markers = [
-                (r.pending_since or 0.0, {**(r.pending or {}), "thread_id": r.thread_id})
+                ((r.pending_since or 0.0, 0, r.thread_id, r.pending_interrupt_id or ""),
+                 {**(r.pending or {}), "thread_id": r.thread_id})
                 for r in rows
             ]
             natives = [
-                (row["minted_at"], _native_pending(row))
+                ((row["minted_at"], 1, row["thread_id"], row["interrupt_id"]), _native_pending(row))
                 for row in read_open_interrupts(
-                    conn, since_before=since_before, limit=n, scope=scope
+                    conn, since_before=since_before, limit=n, scope=scope,
+                    after=None if key is None else key.native_bound(),
                 )
             ]
-            merged = sorted(markers + natives, key=lambda pair: pair[0])
-            return [item for _, item in (merged if n is None else merged[:n])]
+            # Markers before natives of the same time: a cursor's kind says where it is.
+            merged = sorted(markers + natives, key=lambda pair: pair[0][:2])
+            return [
+                {**item, "cursor": cursors.encode(cursors.PENDING, list(k))}
+                for k, item in (merged if n is None else merged[:n])
+            ]
 
         items: list[dict[str, Any]] = yield Op(run, write=False)
         return items
@@ -312,11 +362,20 @@ class ReadOps(Settings):
         decision: str | None = None,
         tenant: str | None = None,
         tenants: Iterable[str | None] | None = None,
+        limit: int | None = None,
+        after: str | None = None,
     ) -> Plan[list[AuditRecord]]:
         """One record per interrupt, oldest first: who answered what, and when.
 
         ``decision`` keeps the records whose reported decision (recorded or derived,
-        SPEC §12) is exactly that word; ``tenant`` / ``tenants`` as in :meth:`list_pending`."""
+        SPEC §12) is exactly that word; ``tenant`` / ``tenants`` as in :meth:`list_pending`.
+        ``limit``: at most that many records; ``after``: a record's ``cursor``, to read
+        the records after it (SPEC §17: keyset pages in mint order, each record on exactly
+        one page however others append).
+
+        Raises:
+            InvalidInputError: (a ValueError) ``after`` is not a record's cursor.
+        """
         fn = partial(
             audit,
             thread_id=validation.text_id(thread_id, "thread_id", optional=True),
@@ -325,7 +384,11 @@ class ReadOps(Settings):
             until=validation.moment(until, "until"),
             decision=validation.text_id(decision, "decision", optional=True),
             scope=_scope(tenant, tenants),
+            limit=validation.positive_int(limit, "limit", optional=True),
+            after=after,
         )
+        if after is not None:  # a malformed cursor is refused before any transaction
+            cursors.decode(after, cursors.AUDIT, cursors.AUDIT_SHAPE)
         records: list[AuditRecord] = yield Op(fn, write=False)
         return records
 

@@ -125,7 +125,7 @@ def test_is_current_follows_the_run_id_rule(store: InterruptStore) -> None:
 
 
 def test_list_pending_is_oldest_first_with_thread_id(store: InterruptStore) -> None:
-    """Every pending marker across threads, plus its ``thread_id``, oldest marker first."""
+    """Every pending marker across threads, plus its ``thread_id`` and ``cursor`` (SPEC §17), oldest marker first."""
     with freeze_time(T0) as clock:
         store.mint("b-thread", marker("i-b"))
         clock.tick(10)
@@ -140,7 +140,9 @@ def test_list_pending_is_oldest_first_with_thread_id(store: InterruptStore) -> N
         ("a-thread", "i-a"),
         ("c-thread", "i-c"),
     ]
-    assert listed[0] == {**store.pending("b-thread"), "thread_id": "b-thread"}  # type: ignore[dict-item]
+    assert isinstance(listed[0]["cursor"], str)
+    assert listed[0] == {  # type: ignore[dict-item]
+        **store.pending("b-thread"), "thread_id": "b-thread", "cursor": listed[0]["cursor"]}
 
 
 def test_list_pending_older_than_and_limit(store: InterruptStore) -> None:

@@ -17,6 +17,7 @@ from ..app import (
     TableOrJsonFormat,
     app,
     choice,
+    count,
     flag,
     get_session,
     moment,
@@ -67,6 +68,18 @@ def audit(
         AuditFormat,
         typer.Option("--format", help="table, json or csv.", parser=flag(choice(AuditFormat))),
     ] = AuditFormat.table,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit", metavar="N", help="At most N records, in mint order (a page).", parser=flag(count)
+        ),
+    ] = None,
+    after: Annotated[
+        str | None,
+        typer.Option(
+            "--after", metavar="CURSOR", help="The records after this cursor (a page's 'next').",
+        ),
+    ] = None,
 ) -> None:
     """Who approved what: one record per interrupt, oldest first."""
     from ...services.audit import audit_csv
@@ -74,14 +87,18 @@ def audit(
     with get_session(ctx).store() as store:
         records = store.audit(
             thread_id=thread, actor=actor, since=since, until=until, decision=decision,
-            tenant=tenant,
+            tenant=tenant, limit=limit, after=after,
         )
     if output is AuditFormat.json:
-        emit_json([r.as_dict() for r in records])
+        paged = limit is not None or after is not None
+        emit_json([{**r.as_dict(), "cursor": r.cursor} if paged else r.as_dict() for r in records])
     elif output is AuditFormat.csv:
         emit(audit_csv(records))
     else:
         audit_table(records)
+    if limit is not None and len(records) == limit:
+        # The next page's flag, on stderr: stdout stays the records alone.
+        sys.stderr.write(f"next page: --after {records[-1].cursor}\n")
 
 
 

@@ -89,7 +89,11 @@ def _tenant_clause(mint: Any, named: int, untenanted: bool) -> sa.ColumnElement[
 
 
 def _audit_query(
-    *, by_thread: bool, by_actor: bool, by_tenant: tuple[int, bool] | None = None
+    *,
+    by_thread: bool,
+    by_actor: bool,
+    by_tenant: tuple[int, bool] | None = None,
+    page_key: str | None = None,
 ) -> sa.Select[Any]:
     """Each mint joined to its ending (if any), in mint order: their audit columns, not
     their data (symfonic_store/audit_columns.py). Binds ``t`` / ``a`` when filtered.
@@ -117,6 +121,8 @@ def _audit_query(
             mint.c.actor,
             ending.c.audit_authenticated_by,
             mint.c.tenant,
+            mint.c.position,
+            mint.c.version,
         )
         # A join alike projection.py's in shape only (other tables and keys).
         .select_from(
@@ -142,11 +148,23 @@ def _audit_query(
         query = query.where(ending.c.actor == sa.bindparam("a"))
     if by_tenant is not None:
         query = query.where(_tenant_clause(mint, *by_tenant))
+    if page_key is not None:  # a page: from the bind ``from`` on, at most ``n`` mints
+        key = mint.c[page_key]
+        query = (
+            query.where(key >= sa.bindparam("from", type_=sa.BigInteger()))
+            .order_by(None)
+            .order_by(key)
+            .limit(sa.bindparam("n", type_=sa.Integer()))
+        )
     return query
 
 
 def _audit_attempts_query(
-    *, by_thread: bool, by_actor: bool, by_tenant: tuple[int, bool] | None = None
+    *,
+    by_thread: bool,
+    by_actor: bool,
+    by_tenant: tuple[int, bool] | None = None,
+    range_key: str | None = None,
 ) -> sa.Select[Any]:
     """The refused answers (``interrupt.resume_rejected``) to the interrupts that
     :func:`_audit_query` lists, in one statement: per thread, in version order.
@@ -199,6 +217,18 @@ def _audit_attempts_query(
         )
     if by_tenant is not None:
         query = query.where(_tenant_clause(mint, *by_tenant))
+    if range_key is not None:  # a page's mints: their key from bind ``lo`` to ``hi``
+        # Driven by those mints: with an ORDER BY the index of refusals could serve, SQLite
+        # walks every refusal instead. The version comes last; the caller sorts on it.
+        query = (
+            query.where(
+                mint.c[range_key].between(
+                    sa.bindparam("lo", type_=sa.BigInteger()), sa.bindparam("hi", type_=sa.BigInteger())
+                )
+            )
+            .add_columns(rejected.c.version)
+            .order_by(None)
+        )
     return query
 
 
@@ -227,6 +257,76 @@ def scoped_audit_queries(
     )
 
 
+@lru_cache(maxsize=64)
+def audit_page_queries(
+    by_thread: bool, by_actor: bool, named: int | None, untenanted: bool
+) -> tuple[sa.Select[Any], sa.Select[Any]]:
+    """The two statements of a page of the audit (SPEC §17), built once per shape
+    (``named`` None: unscoped; else as :func:`scoped_audit_queries`): up to ``n`` mints
+    whose key is ``from`` or after, with their endings; then the refused answers to the
+    mints whose key is in ``lo``..``hi`` (the page just read).
+
+    Keyset paging on an index: across all threads the key is the log position (the
+    primary key); on one thread (``t``) its version (the unique ``(thread_id, version)``
+    key: the same order within a thread). Every other filter is checked on the rows that
+    walk meets."""
+    key = "version" if by_thread else "position"
+    by_tenant = None if named is None else (named, untenanted)
+    return (
+        _audit_query(by_thread=by_thread, by_actor=by_actor, by_tenant=by_tenant, page_key=key),
+        _audit_attempts_query(by_thread=by_thread, by_actor=False, by_tenant=by_tenant, range_key=key),
+    )
+
+
+def _scope_params(
+    params: dict[str, Any], scope: frozenset[str | None] | None
+) -> tuple[int | None, bool]:
+    """Bind ``scope``'s tenants as ``n0``.. in sorted order; the scope's shape."""
+    if scope is None:
+        return None, False
+    named = sorted(t for t in scope if t is not None)
+    params.update({f"n{i}": t for i, t in enumerate(named)})
+    return len(named), None in scope
+
+
+def audit_page_rows(
+    conn: Connection,
+    *,
+    thread_id: str | None,
+    actor: str | None,
+    scope: frozenset[str | None] | None,
+    start: int,
+    limit: int,
+) -> Sequence[Sequence[Any]]:
+    """Up to ``limit`` rows of the audit's mints (columns as :func:`_audit_query`'s) whose
+    key is ``start`` or after: the log position, or with ``thread_id`` the version."""
+    params: dict[str, Any] = {"t": thread_id, "a": actor, "from": start, "n": limit}
+    named, untenanted = _scope_params(params, scope)
+    records, _ = audit_page_queries(thread_id is not None, actor is not None, named, untenanted)
+    return executor_for(conn).fetch(conn, records, params)
+
+
+def audit_page_attempts(
+    conn: Connection,
+    *,
+    thread_id: str | None,
+    scope: frozenset[str | None] | None,
+    lo: int,
+    hi: int,
+) -> Sequence[Sequence[Any]]:
+    """The refused answers (columns as :func:`_audit_attempts_query`'s, in its order) to
+    the mints whose key (as :func:`audit_page_rows`') is in ``lo``..``hi``."""
+    params: dict[str, Any] = {"t": thread_id, "lo": lo, "hi": hi}
+    named, untenanted = _scope_params(params, scope)
+    _, attempts = audit_page_queries(thread_id is not None, False, named, untenanted)
+    rows = sorted(executor_for(conn).fetch(conn, attempts, params), key=_thread_version)
+    return [row[:-1] for row in rows]
+
+
+def _thread_version(row: Sequence[Any]) -> tuple[str, int]:
+    return row[0], row[-1]
+
+
 def audit_rows(
     conn: Connection,
     *,
@@ -248,3 +348,18 @@ def audit_rows(
         )
     executor = executor_for(conn)
     return executor.fetch(conn, records, params), executor.fetch(conn, attempts, params)
+
+
+_MINT_KEY = sa.select(events.c.position, events.c.version).where(
+    events.c.thread_id == sa.bindparam("t"),
+    events.c.interrupt_id == sa.bindparam("i"),
+    # A literal, as the unique index of mints says it: read through it.
+    events.c.type == sa.literal_column(f"'{MINTED}'"),
+)
+
+
+def mint_key(conn: Connection, thread_id: str, interrupt_id: str) -> tuple[int, int] | None:
+    """The log position and thread version of an interrupt's mint; None if never minted
+    (or archived)."""
+    rows = executor_for(conn).fetch(conn, _MINT_KEY, {"t": thread_id, "i": interrupt_id})
+    return (int(rows[0][0]), int(rows[0][1])) if rows else None

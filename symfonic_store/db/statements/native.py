@@ -124,9 +124,15 @@ def delete_claim(conn: Connection, thread_id: str, interrupt_id: str) -> None:
 
 
 def open_interrupts_query(
-    *, since_before: float | None = None, limit: int | None = None, scope: Scope = None
+    *,
+    since_before: float | None = None,
+    limit: int | None = None,
+    scope: Scope = None,
+    after: tuple[float, str, str] | None = None,
 ) -> sa.Select[Any]:
-    """Open LangGraph interrupts across all threads, oldest first (of ``scope``'s tenants)."""
+    """Open LangGraph interrupts across all threads, oldest first (of ``scope``'s tenants);
+    ``after``: only those after this ``(minted_at, thread_id, interrupt_id)`` (keyset
+    paging on the index of ``minted_at``)."""
     query = sa.select(*OPEN_COLUMNS).order_by(
         open_interrupts.c.minted_at, open_interrupts.c.thread_id, open_interrupts.c.interrupt_id
     )
@@ -135,6 +141,9 @@ def open_interrupts_query(
         query = query.where(kept)
     if since_before is not None:
         query = query.where(open_interrupts.c.minted_at < since_before)
+    if after is not None:
+        c = open_interrupts.c
+        query = query.where(sa.tuple_(c.minted_at, c.thread_id, c.interrupt_id) > sa.tuple_(*after))
     if limit is not None:
         query = query.limit(limit)
     return query
@@ -146,10 +155,10 @@ def delete_all_open_interrupts(conn: Connection) -> None:
 
 def read_open_interrupts(
     conn: Connection, *, since_before: float | None = None, limit: int | None = None,
-    scope: Scope = None,
+    scope: Scope = None, after: tuple[float, str, str] | None = None,
 ) -> list[dict[str, Any]]:
     names = [c.key for c in OPEN_COLUMNS]
-    query = open_interrupts_query(since_before=since_before, limit=limit, scope=scope)
+    query = open_interrupts_query(since_before=since_before, limit=limit, scope=scope, after=after)
     return [dict(zip(names, r, strict=True)) for r in conn.execute(query)]
 
 

@@ -168,10 +168,16 @@ def delete_all_threads(conn: Connection) -> None:
     conn.execute(threads.delete())
 
 
-def pending_threads(
-    conn: Connection, *, since_before: float | None, limit: int | None, scope: Scope = None
-) -> list[ThreadState]:
-    """The threads with a pending marker, oldest first (of ``scope``'s tenants)."""
+def pending_threads_query(
+    *,
+    since_before: float | None,
+    limit: int | None,
+    scope: Scope = None,
+    after: tuple[float, str] | None = None,
+) -> sa.Select[Any]:
+    """The threads with a pending marker, oldest first (of ``scope``'s tenants); ``after``:
+    only those after this ``(pending_since, thread_id)`` (keyset paging on the index of
+    pending threads)."""
     query = (
         sa.select(*THREAD_COLUMNS)
         .where(threads.c.pending_interrupt_id.is_not(None))
@@ -182,8 +188,25 @@ def pending_threads(
         query = query.where(kept)
     if since_before is not None:
         query = query.where(threads.c.pending_since < since_before)
+    if after is not None:
+        query = query.where(
+            sa.tuple_(threads.c.pending_since, threads.c.thread_id) > sa.tuple_(*after)
+        )
     if limit is not None:
         query = query.limit(limit)
+    return query
+
+
+def pending_threads(
+    conn: Connection,
+    *,
+    since_before: float | None,
+    limit: int | None,
+    scope: Scope = None,
+    after: tuple[float, str] | None = None,
+) -> list[ThreadState]:
+    """The rows of :func:`pending_threads_query`."""
+    query = pending_threads_query(since_before=since_before, limit=limit, scope=scope, after=after)
     return [to_thread(r) for r in conn.execute(query)]
 
 

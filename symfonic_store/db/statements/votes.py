@@ -7,7 +7,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ...events import RESUMED, VOTED
+from ...events import MINTED, RESUMED, VOTED
 from ..schema import events
 
 
@@ -25,6 +25,52 @@ def quorum_approvers(conn: Connection, thread_id: str | None = None) -> dict[tup
     ).where(r.c.type == RESUMED)
     found: dict[tuple[str, str], tuple[str, ...]] = {}
     for t, i, data in conn.execute(query):
+        names: Any = data.get("approvers") if isinstance(data, dict) else None
+        if isinstance(names, list) and names:
+            found[(str(t), str(i))] = tuple(str(n) for n in names)
+    return found
+
+
+def _approvers_between(by_thread: bool) -> sa.Select[Any]:
+    """The answers that recorded approvers, to the mints whose key is in ``lo``..``hi``
+    (the log position; with ``t``, the version in that thread): driven by those mints."""
+    mint, r = events.alias("mint"), events.alias("r")
+    key = mint.c.version if by_thread else mint.c.position
+    query = (
+        sa.select(r.c.thread_id, r.c.interrupt_id, r.c.data)
+        .select_from(
+            mint.join(
+                r,
+                sa.and_(
+                    r.c.thread_id == mint.c.thread_id,
+                    r.c.interrupt_id == mint.c.interrupt_id,
+                    r.c.type == RESUMED,
+                ),
+            )
+        )
+        .where(mint.c.type == MINTED, key.between(sa.bindparam("lo"), sa.bindparam("hi")))
+        .where(
+            sa.exists().where(
+                events.c.thread_id == r.c.thread_id,
+                events.c.interrupt_id == r.c.interrupt_id,
+                events.c.type == VOTED,
+            )
+        )
+    )
+    return query.where(mint.c.thread_id == sa.bindparam("t")) if by_thread else query
+
+
+_APPROVERS_BETWEEN = {by_thread: _approvers_between(by_thread) for by_thread in (False, True)}
+
+
+def quorum_approvers_between(
+    conn: Connection, *, thread_id: str | None, lo: int, hi: int
+) -> dict[tuple[str, str], tuple[str, ...]]:
+    """:func:`quorum_approvers` of the interrupts of one page of the audit: those minted
+    in ``lo``..``hi`` (log positions; with ``thread_id``, its versions)."""
+    params = {"t": thread_id, "lo": lo, "hi": hi}
+    found: dict[tuple[str, str], tuple[str, ...]] = {}
+    for t, i, data in conn.execute(_APPROVERS_BETWEEN[thread_id is not None], params):
         names: Any = data.get("approvers") if isinstance(data, dict) else None
         if isinstance(names, list) and names:
             found[(str(t), str(i))] = tuple(str(n) for n in names)
