@@ -207,6 +207,13 @@ events = sa.Table(
     ),
 )
 
+RUN_MOVED_ON = (
+    "pending_interrupt_id IS NOT NULL AND pending_run_id IS NOT NULL"
+    " AND (run_id IS NULL OR run_id != pending_run_id)"
+)
+"""The predicate of ``ix_symfonic_threads_run_moved_on``; a query spells it the same way
+(:func:`~symfonic_store.db.statements.threads.stale_candidates`) to read that index."""
+
 # One row per thread: the fold of its events, updated in the append's transaction.
 threads = sa.Table(
     THREADS_TABLE,
@@ -229,6 +236,14 @@ threads = sa.Table(
         "pending_since",
         sqlite_where=sa.text("pending_interrupt_id IS NOT NULL"),
         postgresql_where=sa.text("pending_interrupt_id IS NOT NULL"),
+    ),
+    # The threads whose pending marker names another run than the thread's (stale by
+    # rule P3, since 0022_bounded_reads): the sweep's run test reads only these.
+    sa.Index(
+        "ix_symfonic_threads_run_moved_on",
+        "thread_id",
+        sqlite_where=sa.text(RUN_MOVED_ON),
+        postgresql_where=sa.text(RUN_MOVED_ON),
     ),
 )
 

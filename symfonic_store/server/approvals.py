@@ -251,10 +251,9 @@ class Approvals:
         if not self.sees(principal, thread_id, interrupt_id):
             return None
         try:
-            history = self.store.history(thread_id)
+            events = self.store.history(thread_id, interrupt_id=interrupt_id)
         except InvalidInputError:
             return None  # an id no interrupt can have (empty, too long)
-        events = [e for e in history if e.interrupt_id == interrupt_id]
         if principal is not None:  # what names another tenant's interrupt, left out
             events = self.visible_events(principal, events)
         mint = next((e for e in events if e.type == MINTED), None)
@@ -354,12 +353,9 @@ class Approvals:
         return self.policy.refusal(principal, name, requester, escalated=escalated)
 
     def _ending(self, thread_id: str, interrupt_id: str) -> StoredEvent | None:
+        """The interrupt's ending, read from its own events (never the thread's history)."""
         return next(
-            (
-                e
-                for e in self.store.history(thread_id)
-                if e.interrupt_id == interrupt_id and e.type in ENDINGS
-            ),
+            (e for e in self.store.history(thread_id, interrupt_id=interrupt_id) if e.type in ENDINGS),
             None,
         )
 

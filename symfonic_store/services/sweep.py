@@ -2,7 +2,11 @@
 
 Made for cron. Work is done in batches, each one transaction: the candidates are found
 with an indexed query on the projection, the seed predicate decides, and the expiries
-are appended set-wise. On PostgreSQL candidate rows are locked ``FOR UPDATE SKIP
+are appended set-wise. Each test reads an index that holds what it looks for, so a
+batch costs the stale interrupts it finds, never the open ones that are not stale: the
+markers whose run moved on first (``ix_symfonic_threads_run_moved_on``, in thread
+order), then those past the TTL (``ix_symfonic_threads_pending_since``, oldest first, up
+to the cutoff), then LangGraph's own past the TTL (``ix_symfonic_open_interrupts_minted_at``). On PostgreSQL candidate rows are locked ``FOR UPDATE SKIP
 LOCKED``, so two sweeps at once split the work and never expire anything twice (the
 one-ending unique key would refuse it anyway).
 
@@ -39,8 +43,8 @@ from typing import Any, Final
 
 from sqlalchemy.engine import Connection
 
-from ..db.statements.native import claim_rows, open_rows, stale_open_interrupts
-from ..db.statements.threads import stale_candidates
+from ..db.statements.native import OpenKey, claim_rows, open_rows, stale_open_interrupts
+from ..db.statements.threads import TtlKey, run_moved_on_threads, ttl_threads
 from ..db.statements.wakeups import (
     claim_wakeups,
     claimable_wakeups,
@@ -93,13 +97,20 @@ def owes(sweep_graph: str | None, graph: str | None) -> bool:
     return sweep_graph is None or graph is None or graph == sweep_graph
 
 
+MarkerCursor = tuple[str, "str | TtlKey | None"]
+"""Where a sweep of the seed markers is: ``("run", last thread id)`` while it reads the
+threads whose run moved on, then ``("ttl", last key or None)`` while it reads those past
+the TTL."""
+FIRST_MARKERS: MarkerCursor = ("run", "")
+
+
 @dataclass(slots=True)
 class SweepBatch:
     expired: list[Expiry]
-    last_thread: str | None
-    """The keyset cursor for the next batch; None when there is nothing further."""
-    last_key: tuple[str, str] | None = None
-    """The ``(thread_id, interrupt_id)`` cursor of a batch of LangGraph interrupts."""
+    last_marker: MarkerCursor | None
+    """The keyset cursor of the next batch of seed markers; None when there is nothing further."""
+    last_key: OpenKey | None = None
+    """The ``(minted_at, thread_id, interrupt_id)`` cursor of a batch of LangGraph interrupts."""
     to_wake: list[Expiry] = field(default_factory=list)
     """The expiries whose wake-up this sweep holds, to deliver now (owed to its graph)."""
 
@@ -124,25 +135,44 @@ def sweep_batch(
     conn: Connection,
     *,
     ttl_seconds: float | None,
-    after_thread: str,
+    after: MarkerCursor,
     batch_size: int,
     dry_run: bool,
     thread_ids: Sequence[str] | None = None,
     claim: WakeClaim | None = None,
 ) -> SweepBatch:
-    """Find (and unless ``dry_run`` expire) the stale interrupts of one batch of threads
-    (of ``thread_ids`` only, when given), recording the wake-up each expiry owes (held
-    by ``claim`` when the sweep is about to deliver them)."""
+    """Find (and unless ``dry_run`` expire) the stale seed markers of one batch (of
+    ``thread_ids`` only, when given), recording the wake-up each expiry owes (held by
+    ``claim`` when the sweep is about to deliver them).
+
+    ``after`` says which test the batch reads (:data:`MarkerCursor`): the threads whose
+    run moved on, then, with a TTL, those past it; each from an index holding only what
+    it looks for, so the batch reads the stale threads it returns and no other."""
     now = time.time()
-    cutoff = None if ttl_seconds is None else now - ttl_seconds + _CUTOFF_MARGIN
-    candidates = stale_candidates(
-        conn,
-        ttl_cutoff=cutoff,
-        after_thread=after_thread,
-        limit=batch_size,
-        lock=not dry_run,
-        thread_ids=thread_ids,
-    )
+    test, key = after
+    lock = not dry_run
+    following: MarkerCursor | None
+    if test == "run":
+        assert isinstance(key, str)
+        candidates = run_moved_on_threads(
+            conn, after_thread=key, limit=batch_size, lock=lock, thread_ids=thread_ids
+        )
+        if len(candidates) == batch_size:
+            following = ("run", candidates[-1].thread_id)
+        else:
+            following = None if ttl_seconds is None else ("ttl", None)
+    else:
+        assert ttl_seconds is not None and not isinstance(key, str)
+        candidates = ttl_threads(
+            conn,
+            cutoff=now - ttl_seconds + _CUTOFF_MARGIN,
+            after=key,
+            limit=batch_size,
+            lock=lock,
+            thread_ids=thread_ids,
+        )
+        last = candidates[-1] if len(candidates) == batch_size else None
+        following = None if last is None else ("ttl", (last.pending_since or 0.0, last.thread_id))
     expired: list[Expiry] = []
     writers: list[ThreadWriter] = []
     owed: list[dict[str, Any]] = []
@@ -152,6 +182,8 @@ def sweep_batch(
         interrupt_id = state.pending_interrupt_id
         if reason is None or interrupt_id is None:
             continue
+        if dry_run and test == "ttl" and reason != "ttl":
+            continue  # the run test listed it already (a real sweep expired it then)
         expired.append((state.thread_id, interrupt_id, reason))
         if not dry_run:
             w = ThreadWriter(conn, state.thread_id, state)
@@ -165,8 +197,7 @@ def sweep_batch(
     flush(conn, writers)
     # In the expiries' own transaction: committed together, or not at all.
     insert_wakeups(conn, owed)
-    last = candidates[-1].thread_id if len(candidates) == batch_size else None
-    return SweepBatch(expired, last, to_wake=[] if claim is None or dry_run else list(expired))
+    return SweepBatch(expired, following, to_wake=[] if claim is None or dry_run else list(expired))
 
 
 def _owed_row(
@@ -194,7 +225,7 @@ def sweep_native_batch(
     conn: Connection,
     *,
     ttl_seconds: float,
-    after: tuple[str, str],
+    after: OpenKey | None,
     batch_size: int,
     dry_run: bool,
     thread_ids: Sequence[str] | None = None,
@@ -204,7 +235,8 @@ def sweep_native_batch(
     """As :func:`sweep_batch`, for open LangGraph interrupts older than the TTL.
 
     An interrupt with an answer in flight (a gateway claim) is left alone: its graph
-    run settles it. Keyset-paged on ``(thread_id, interrupt_id)``. Each wake-up is owed
+    run settles it. Keyset-paged on ``(minted_at, thread_id, interrupt_id)``, oldest
+    first, up to the cutoff (:func:`stale_open_interrupts`). Each wake-up is owed
     to the graph its mint named; ``claim`` holds only those owed to ``graph`` (the
     sweep's, see :func:`owes`) -- the others stay owed to their own graph.
     """
@@ -248,7 +280,11 @@ def sweep_native_batch(
     flush(conn, list(writers.values()))
     if owed:
         insert_wakeups(conn, owed)
-    last = (rows[-1]["thread_id"], rows[-1]["interrupt_id"]) if len(rows) == batch_size else None
+    last = (
+        (rows[-1]["minted_at"], rows[-1]["thread_id"], rows[-1]["interrupt_id"])
+        if len(rows) == batch_size
+        else None
+    )
     return SweepBatch(expired, None, last, to_wake)
 
 

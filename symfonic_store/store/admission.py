@@ -32,7 +32,15 @@ from sqlalchemy.engine import Connection
 
 from .. import native, validation
 from ..db.statements.log import interrupt_events, was_minted
-from ..db.statements.native import claim_rows, delete_claim, insert_claim, open_rows, waits_at
+from ..db.statements.native import (
+    claim_row,
+    claim_rows,
+    delete_claim,
+    insert_claim,
+    open_row,
+    open_rows,
+    waits_at,
+)
 from ..db.statements.threads import load_thread
 from ..decisions import decide, decide_unrefusable, is_reject
 from ..errors import (
@@ -234,8 +242,8 @@ def claim(
         return Refusal(answer.error(
             UnknownInterruptError, f"{where} is unknown: the thread has no events; check the thread id"
         ))
-    opened = {r["interrupt_id"]: r for r in open_rows(conn, thread_id)}
-    row = opened.get(interrupt_id)
+    # The interrupt's own row and events, never the rest of the thread's.
+    row = open_row(conn, thread_id, interrupt_id)
     if row is None:
         minted, ending = rule.mint_and_ending(interrupt_events(conn, thread_id, interrupt_id))
         if minted is not None and ending is None and rule.wrong_path(minted, native=True):
@@ -252,7 +260,7 @@ def claim(
             "with that id; `symfonic-store pending --thread T` (or store.open_interrupts(thread_id)) "
             "lists what is waiting",
         ))
-    held = claim_rows(conn, thread_id).get(interrupt_id)
+    held = claim_row(conn, thread_id, interrupt_id)
     busy = rule.held(
         held,
         outcome_unknown=held is not None
@@ -322,11 +330,11 @@ def confirm(
     via: str = "gateway",
 ) -> bool:
     """The claim's second phase: LangGraph consumed the answer. False if nothing to do."""
-    held = claim_rows(conn, thread_id).get(interrupt_id)
+    held = claim_row(conn, thread_id, interrupt_id)
     if held is None:
         return False  # settled already (the recording checkpointer saw it first)
     w = ThreadWriter(conn, thread_id)
-    row = next((r for r in open_rows(conn, thread_id) if r["interrupt_id"] == interrupt_id), None)
+    row = open_row(conn, thread_id, interrupt_id)
     delete_claim(conn, thread_id, interrupt_id)
     if row is None:
         return False  # ended meanwhile (expired by an operator): the ending stands
@@ -338,7 +346,7 @@ def confirm(
 def confirm_settled(conn: Connection, thread_id: str, interrupt_id: str) -> tuple[bool, bool]:
     """Read-only: ``(True, False)`` when no claim is held -- settled already (by the
     checkpointer, in the transaction of the step that consumed the answer)."""
-    if claim_rows(conn, thread_id).get(interrupt_id) is None:
+    if claim_row(conn, thread_id, interrupt_id) is None:
         return True, False
     return False, False
 
@@ -347,7 +355,7 @@ def release(
     conn: Connection, thread_id: str, interrupt_id: str, *, error: str, via: str = "gateway"
 ) -> bool:
     """The graph did not take the claimed answer: record it, and reopen the interrupt."""
-    held = claim_rows(conn, thread_id).get(interrupt_id)
+    held = claim_row(conn, thread_id, interrupt_id)
     if held is None:
         return False
     w = ThreadWriter(conn, thread_id)

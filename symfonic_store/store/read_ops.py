@@ -15,8 +15,10 @@ from sqlalchemy.engine import Connection
 from .. import cursors, validation
 from ..db.executor import executor_for
 from ..db.statements.log import (
+    by_version,
     events_after,
     events_behind_horizon,
+    interrupt_history_query,
     read_horizon,
     read_page,
     thread_events_query,
@@ -272,13 +274,16 @@ class ReadOps(Settings):
         items: list[dict[str, Any]] = yield Op(run, write=False)
         return items
 
-    def history(self, thread_id: str) -> Plan[list[StoredEvent]]:
-        """The thread's events in order."""
+    def history(self, thread_id: str, *, interrupt_id: str | None = None) -> Plan[list[StoredEvent]]:
+        """The thread's events in order; with ``interrupt_id``, only that interrupt's (read
+        through its index: what the thread holds besides costs nothing)."""
         t = validation.required_id(thread_id, "thread_id")
-        events: list[StoredEvent] = yield Op(
-            partial(read_page, query=thread_events_query(t)), write=False
-        )
-        return events
+        if interrupt_id is None:
+            query = thread_events_query(t)
+        else:
+            query = interrupt_history_query(t, validation.required_id(interrupt_id, "interrupt_id"))
+        events: list[StoredEvent] = yield Op(partial(read_page, query=query), write=False)
+        return events if interrupt_id is None else sorted(events, key=by_version)
 
     def events(self, *, after: int = 0, limit: int | None = None) -> Plan[list[StoredEvent]]:
         """Events after a global position, in a commit-safe order (page with ``limit``).

@@ -54,12 +54,12 @@ def is_marker_run(held: dict[str, Any]) -> bool:
 Outcome = Literal["taken", "not_taken"]
 OUTCOMES: Final = ("taken", "not_taken")
 
+# The interrupt's refusals through its index, ordered here (see log.interrupt_events).
 _REJECTIONS = (
     sa.select(*EVENT_COLUMNS)
     .where(events_table.c.thread_id == sa.bindparam("t"))
     .where(events_table.c.interrupt_id == sa.bindparam("i"))
     .where(events_table.c.type == RESUME_REJECTED)
-    .order_by(events_table.c.version)
 )
 
 
@@ -102,8 +102,8 @@ def unknown_record(
     conn: Connection, thread_id: str, interrupt_id: str, held: dict[str, Any]
 ) -> StoredEvent | None:
     """The sweep's ``outcome_unknown`` record of the claim ``held``, or None (not marked)."""
-    for row in conn.execute(_REJECTIONS, {"t": thread_id, "i": interrupt_id}):
-        event = to_event(row)
+    found = [to_event(row) for row in conn.execute(_REJECTIONS, {"t": thread_id, "i": interrupt_id})]
+    for event in sorted(found, key=lambda e: e.version):
         data = event.data
         if (
             data.get("why") == OUTCOME_UNKNOWN

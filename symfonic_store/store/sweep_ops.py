@@ -20,6 +20,7 @@ from ..services import wakeups as wakeup_service
 from ..services.rebuild import Progress, rebuild
 from ..services.sweep import (
     CLAIM_LEASE_SECONDS,
+    FIRST_MARKERS,
     NOT_HELD,
     WakeClaim,
     claim_owed,
@@ -330,7 +331,7 @@ class SweepOps(Settings):
                     thread_ids=scope, claim=claim,
                 )
                 yield from _expire_batches(
-                    report, wake, claim, dry_run, markers, ("after_thread", "", "last_thread")
+                    report, wake, claim, dry_run, markers, ("after", FIRST_MARKERS, "last_marker")
                 )
                 if ttl is not None:  # LangGraph's own interrupts: the TTL applies to them too (SPEC §8)
                     natives = partial(
@@ -338,7 +339,7 @@ class SweepOps(Settings):
                         thread_ids=scope, claim=claim, graph=graph,
                     )
                     yield from _expire_batches(
-                        report, wake, claim, dry_run, natives, ("after", ("", ""), "last_key")
+                        report, wake, claim, dry_run, natives, ("after", None, "last_key")
                     )
                 if chases is not None:
                     yield from _chase(report, chases, dry_run, size, scope)

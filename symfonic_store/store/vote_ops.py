@@ -48,12 +48,16 @@ class AlreadyVotedError(InterruptStateError):
 
 def recorded(conn: Connection, thread_id: str, interrupt_id: str, kind: str) -> list[dict[str, Any]]:
     """The events of ``kind`` on one interrupt, in order: ``{actor, at, **data}``."""
-    rows = conn.execute(
-        sa.select(events.c.actor, events.c.occurred_at, events.c.data)
-        .where(events.c.thread_id == thread_id, events.c.interrupt_id == interrupt_id,
-               events.c.type == kind)
-        .order_by(events.c.version)
-    ).all()
+    # Through the interrupt's index, ordered here (see log.interrupt_events: asked to order
+    # them, SQLite would walk the whole thread).
+    rows = sorted(
+        conn.execute(
+            sa.select(events.c.actor, events.c.occurred_at, events.c.data, events.c.version)
+            .where(events.c.thread_id == thread_id, events.c.interrupt_id == interrupt_id,
+                   events.c.type == kind)
+        ).all(),
+        key=lambda r: int(r[3]),
+    )
     return [{**(r[2] if isinstance(r[2], dict) else {}), "actor": r[0], "at": r[1]} for r in rows]
 
 

@@ -40,7 +40,7 @@ class FailingStore:
     def resume(self, *args: Any, **kwargs: Any) -> None:
         raise self.error
 
-    def history(self, thread_id: str) -> list[Any]:
+    def history(self, thread_id: str, interrupt_id: str | None = None) -> list[Any]:
         return []
 
     def assignment(self, thread_id: str, interrupt_id: str) -> None:

@@ -115,7 +115,8 @@ from .threads import (
     load_thread,
     load_thread_probing_mint,
     pending_threads,
-    stale_candidates,
+    run_moved_on_threads,
+    ttl_threads,
     update_threads,
 )
 from .wakeups import (
@@ -202,7 +203,8 @@ __all__ = [
     "renew_claims",
     "replace_checkpoint_state",
     "restore_archived_rows",
-    "stale_candidates",
+    "run_moved_on_threads",
+    "ttl_threads",
     "stale_claims",
     "stale_open_interrupts",
     "stored_checkpoints_newest_first",

@@ -86,13 +86,15 @@ def event_rows(new_events: Sequence[NewEvent], json_text: bool) -> list[dict[str
     return rows
 
 
+# An interrupt's own events are read through ix_symfonic_events_interrupt and put in
+# version order here: asked to order them, SQLite would rather walk the whole thread in
+# version order (the thread's unique key) than sort the interrupt's few events.
 _INTERRUPT_EVENTS = (
     sa.select(*EVENT_COLUMNS)
     .where(events.c.thread_id == sa.bindparam("t"))
     .where(events.c.interrupt_id == sa.bindparam("i"))
     # Spelled as ORs of plain binds (not IN) so the statement compiles to fixed SQL.
     .where(sa.or_(*(events.c.type == t for t in (MINTED, *ENDINGS))))
-    .order_by(events.c.version)
 )
 _WAS_MINTED = (
     sa.select(events.c.position)
@@ -105,7 +107,23 @@ _WAS_MINTED = (
 def interrupt_events(conn: Connection, thread_id: str, interrupt_id: str) -> list[StoredEvent]:
     """The mint and the ending (if any) of one interrupt."""
     params = {"t": thread_id, "i": interrupt_id}
-    return [to_event(r) for r in executor_for(conn).fetch(conn, _INTERRUPT_EVENTS, params)]
+    found = [to_event(r) for r in executor_for(conn).fetch(conn, _INTERRUPT_EVENTS, params)]
+    return sorted(found, key=by_version)
+
+
+def by_version(event: StoredEvent) -> int:
+    """The sort key of one thread's events read without ``ORDER BY`` (see above)."""
+    return event.version
+
+
+def interrupt_history_query(thread_id: str, interrupt_id: str) -> sa.Select[Any]:
+    """Every event of one interrupt, through its index and in no order (sort them with
+    :func:`by_version`): what the thread holds besides is not read."""
+    return (
+        sa.select(*EVENT_COLUMNS)
+        .where(events.c.thread_id == thread_id)
+        .where(events.c.interrupt_id == interrupt_id)
+    )
 
 
 def was_minted(conn: Connection, thread_id: str, interrupt_id: str) -> bool:

@@ -30,6 +30,10 @@ _LOAD_OPEN = (
     .where(open_interrupts.c.thread_id == sa.bindparam("t"))
     .order_by(open_interrupts.c.minted_at, open_interrupts.c.interrupt_id)
 )
+_LOAD_ONE_OPEN = sa.select(*OPEN_COLUMNS).where(
+    open_interrupts.c.thread_id == sa.bindparam("t"),
+    open_interrupts.c.interrupt_id == sa.bindparam("i"),
+)
 _WAITS = sa.or_(
     sa.exists().where(
         open_interrupts.c.thread_id == sa.bindparam("t"),
@@ -54,6 +58,7 @@ _LOAD_CLAIMS = sa.select(
     claims.c.authenticated_by,
     claims.c.decided,
 ).where(claims.c.thread_id == sa.bindparam("t"))
+_LOAD_ONE_CLAIM = _LOAD_CLAIMS.where(claims.c.interrupt_id == sa.bindparam("i"))
 _INSERT_CLAIM = claims.insert()
 _DELETE_CLAIM = claims.delete().where(
     claims.c.thread_id == sa.bindparam("b_thread_id"),
@@ -92,9 +97,26 @@ def open_rows(conn: Connection, thread_id: str) -> list[dict[str, Any]]:
     return [dict(zip(names, r, strict=True)) for r in executor_for(conn).fetch(conn, _LOAD_OPEN, {"t": thread_id})]
 
 
+def open_row(conn: Connection, thread_id: str, interrupt_id: str) -> dict[str, Any] | None:
+    """One open LangGraph interrupt (by its primary key) as a dict of its columns, or None."""
+    names = [c.key for c in OPEN_COLUMNS]
+    rows = executor_for(conn).fetch(conn, _LOAD_ONE_OPEN, {"t": thread_id, "i": interrupt_id})
+    return dict(zip(names, rows[0], strict=True)) if rows else None
+
+
+def claim_row(conn: Connection, thread_id: str, interrupt_id: str) -> dict[str, Any] | None:
+    """The claim in flight on one interrupt (by its primary key), as :func:`claim_rows`
+    gives it, or None."""
+    rows = executor_for(conn).fetch(conn, _LOAD_ONE_CLAIM, {"t": thread_id, "i": interrupt_id})
+    return _claims(rows).get(interrupt_id)
+
+
 def claim_rows(conn: Connection, thread_id: str) -> dict[str, dict[str, Any]]:
     """The thread's claims in flight, by interrupt id."""
-    rows = executor_for(conn).fetch(conn, _LOAD_CLAIMS, {"t": thread_id})
+    return _claims(executor_for(conn).fetch(conn, _LOAD_CLAIMS, {"t": thread_id}))
+
+
+def _claims(rows: Sequence[Any]) -> dict[str, dict[str, Any]]:
     return {
         r[0]: {
             "actor": r[1],
@@ -162,36 +184,48 @@ def read_open_interrupts(
     return [dict(zip(names, r, strict=True)) for r in conn.execute(query)]
 
 
+OpenKey = tuple[float, str, str]
+"""A position among the open LangGraph interrupts in minting order: ``(minted_at,
+thread_id, interrupt_id)``."""
+
+
 def stale_open_interrupts(
     conn: Connection,
     *,
     cutoff: float,
-    after: tuple[str, str],
+    after: OpenKey | None,
     limit: int,
     thread_ids: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Open LangGraph interrupts minted before ``cutoff`` with no answer in flight.
+    """Open LangGraph interrupts minted before ``cutoff`` with no answer in flight, oldest
+    first, after the keyset ``after`` (None: from the oldest).
 
-    Keyset-paged on ``(thread_id, interrupt_id)``. Not locked: the sweep takes each
-    thread's lock and reads what is still open under it.
+    Read from ``ix_symfonic_open_interrupts_minted_at`` from its start up to the cutoff:
+    a page costs what it returns, and the interrupts not yet stale are never read. Not
+    locked: the sweep takes each thread's lock and reads what is still open under it.
     """
     names = [c.key for c in OPEN_COLUMNS]
     query = (
         sa.select(*OPEN_COLUMNS)
         .where(open_interrupts.c.minted_at < cutoff)
         .where(
-            sa.tuple_(open_interrupts.c.thread_id, open_interrupts.c.interrupt_id)
-            > sa.tuple_(sa.literal(after[0]), sa.literal(after[1]))
-        )
-        .where(
             ~sa.exists().where(
                 claims.c.thread_id == open_interrupts.c.thread_id,
                 claims.c.interrupt_id == open_interrupts.c.interrupt_id,
             )
         )
-        .order_by(open_interrupts.c.thread_id, open_interrupts.c.interrupt_id)
+        .order_by(open_interrupts.c.minted_at, open_interrupts.c.thread_id, open_interrupts.c.interrupt_id)
         .limit(limit)
     )
+    if after is not None:
+        minted_at, thread_id, interrupt_id = after
+        query = query.where(open_interrupts.c.minted_at >= minted_at).where(
+            sa.or_(
+                open_interrupts.c.minted_at > minted_at,
+                sa.tuple_(open_interrupts.c.thread_id, open_interrupts.c.interrupt_id)
+                > sa.tuple_(sa.literal(thread_id), sa.literal(interrupt_id)),
+            )
+        )
     if thread_ids is not None:
         query = query.where(open_interrupts.c.thread_id.in_(thread_ids))
     return [dict(zip(names, r, strict=True)) for r in conn.execute(query)]

@@ -21,6 +21,7 @@ from ..rows import (
     to_thread,
 )
 from ..schema import (
+    RUN_MOVED_ON,
     events,
     threads,
 )
@@ -210,38 +211,79 @@ def pending_threads(
     return [to_thread(r) for r in conn.execute(query)]
 
 
-def stale_candidates(
+def run_moved_on_threads(
     conn: Connection,
     *,
-    ttl_cutoff: float | None,
     after_thread: str,
     limit: int,
     lock: bool,
     thread_ids: Sequence[str] | None = None,
 ) -> list[ThreadState]:
-    """Pending threads that may be stale: a superset the Python predicate then decides.
+    """Pending threads whose marker names another run than the thread's (rule P3), after
+    ``after_thread`` in thread order: read from ``ix_symfonic_threads_run_moved_on``, which
+    holds those threads only, so a page costs what it returns.
 
-    ``ttl_cutoff`` is a little later than ``now - ttl`` so that floating-point rounding
-    can only add candidates, never lose one. Keyset-paged on ``thread_id``. With
-    ``lock`` on PostgreSQL the rows are locked ``FOR UPDATE SKIP LOCKED``, so concurrent
-    sweeps split the work instead of waiting on each other. ``thread_ids`` limits the
-    candidates to those threads (an expanding bound parameter: one bind per id).
+    With ``lock`` on PostgreSQL the rows are locked ``FOR UPDATE SKIP LOCKED``, so
+    concurrent sweeps split the work instead of waiting on each other. ``thread_ids``
+    limits the candidates to those threads (an expanding bound parameter: one bind per id).
     """
-    run_moved_on = sa.and_(
-        threads.c.pending_run_id.is_not(None),
-        sa.or_(threads.c.run_id.is_(None), threads.c.run_id != threads.c.pending_run_id),
-    )
-    stale = run_moved_on
-    if ttl_cutoff is not None:
-        stale = sa.or_(run_moved_on, threads.c.pending_minted_at < ttl_cutoff)
     query = (
         sa.select(*THREAD_COLUMNS)
-        .where(threads.c.pending_interrupt_id.is_not(None))
+        # The index's own predicate, spelled the same: SQLite and PostgreSQL then read it.
+        .where(sa.text(RUN_MOVED_ON))
         .where(threads.c.thread_id > after_thread)
-        .where(stale)
         .order_by(threads.c.thread_id)
         .limit(limit)
     )
+    return _candidates(conn, query, lock=lock, thread_ids=thread_ids)
+
+
+TtlKey = tuple[float, str]
+"""A position among the pending threads in TTL order: ``(pending_since, thread_id)``."""
+
+
+def ttl_threads(
+    conn: Connection,
+    *,
+    cutoff: float,
+    after: TtlKey | None,
+    limit: int,
+    lock: bool,
+    thread_ids: Sequence[str] | None = None,
+) -> list[ThreadState]:
+    """Pending threads whose marker's ``minted_at`` is before ``cutoff``, oldest first,
+    after the keyset ``after`` (None: from the oldest): read from
+    ``ix_symfonic_threads_pending_since`` from its start up to the cutoff, so a page costs
+    what it returns and the threads not yet stale are never read.
+
+    A marker's ``pending_since`` is its numeric ``minted_at`` (:class:`ThreadState`), the
+    TTL's clock; a marker without one has no TTL (``pending_minted_at`` is NULL) and is
+    passed over. ``cutoff`` is a little later than ``now - ttl`` so that floating-point
+    rounding can only add candidates, never lose one. ``lock`` and ``thread_ids`` as for
+    :func:`run_moved_on_threads`.
+    """
+    query = (
+        sa.select(*THREAD_COLUMNS)
+        .where(threads.c.pending_interrupt_id.is_not(None))
+        .where(threads.c.pending_since < cutoff)
+        .where(threads.c.pending_minted_at < cutoff)
+        .order_by(threads.c.pending_since, threads.c.thread_id)
+        .limit(limit)
+    )
+    if after is not None:
+        since, thread_id = after
+        query = query.where(threads.c.pending_since >= since).where(
+            sa.or_(
+                threads.c.pending_since > since,
+                threads.c.thread_id > thread_id,
+            )
+        )
+    return _candidates(conn, query, lock=lock, thread_ids=thread_ids)
+
+
+def _candidates(
+    conn: Connection, query: sa.Select[Any], *, lock: bool, thread_ids: Sequence[str] | None
+) -> list[ThreadState]:
     if thread_ids is not None:
         query = query.where(threads.c.thread_id.in_(thread_ids))
     if lock:  # compiles to nothing on SQLite, whose writers hold the database lock
