@@ -13,6 +13,7 @@ import json
 import math
 from typing import Any
 
+from . import validation
 from .errors import InvalidInputError
 
 AUDIT = "audit"
@@ -53,8 +54,18 @@ def decode(cursor: Any, read: str, shape: tuple[type, ...]) -> list[Any]:
     # bool is an int to isinstance: a key holds none, so types are compared exactly; an
     # integral time may come back from JSON as an int.
     for value, kind in zip(key[1:], shape, strict=True):
-        read_as: Any = float(value) if kind is float and type(value) is int else value
+        try:
+            read_as: Any = float(value) if kind is float and type(value) is int else value
+        except OverflowError:
+            raise problem from None
         if type(read_as) is not kind or (isinstance(read_as, float) and not math.isfinite(read_as)):
             raise problem
+        if kind is int and not -(2**63) <= read_as < 2**63:
+            raise problem  # no database column holds it
+        if kind is str:
+            try:  # what an id may be: no NUL, encodable, at most 255 characters
+                validation.text_id(read_as, "after")
+            except InvalidInputError:
+                raise problem from None
         values.append(read_as)
     return values

@@ -149,6 +149,9 @@ BAD_AUDIT_CURSORS = [
     "", "nonsense", "!!!", "a" * 5000, _forged("audit", "t-m"), _forged("audit", "t-m", "i-1", True),
     _forged("audit", "t-m", "i-1", "0"), _forged("pending", 1.0, 0, "t-m", "i-1"),
     _forged("audit", "t-m", "never-minted", -1), base64.urlsafe_b64encode(b"\xff\xfe").decode(),
+    # What no id may be, and an index no column holds: refused, never handed to the driver.
+    _forged("audit", "a\ud800", "i-1", -1), _forged("audit", "t\x00m", "i-1", -1),
+    _forged("audit", "t-m", "i-1", 10**30), _forged("audit", "t" * 300, "i-1", -1),
 ]
 
 
@@ -172,7 +175,8 @@ def test_a_cursor_of_another_thread_is_refused(store: InterruptStore) -> None:
 @pytest.mark.parametrize("cursor", [
     "nonsense", _forged("pending", 1.0, 2, "t", "i"), _forged("pending", "1", 0, "t", "i"),
     _forged("audit", "t-m", "i-1", -1), _forged("pending", 1.0, 0, "t"), '"NaN"',
-    _forged("pending", float("inf"), 0, "t", "i"),
+    _forged("pending", float("inf"), 0, "t", "i"), _forged("pending", 10**400, 0, "t", "i"),
+    _forged("pending", 1.0, 0, "t\x00", "i"), _forged("pending", 1.0, 0, "a\ud800", "i"),
 ])
 def test_a_forged_pending_cursor_is_a_value_error(store: InterruptStore, cursor: str) -> None:
     """list_pending(after=) refuses what it did not hand out, before reading anything."""
