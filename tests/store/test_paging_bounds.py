@@ -94,11 +94,13 @@ def _touched(plan: dict[str, Any]) -> int:
 
 
 def _measure(store: InterruptStore) -> dict[str, int]:
-    """Rows touched by each statement of an audit page (whole, one thread) and an inbox page after the 20th item."""
-    record = store.audit(limit=20)[-1]
+    """Rows touched by each statement of an audit page (whole, one thread) and an inbox page, each after a cursor near the end."""
+    # Cursors near the end: in the larger store nearly all its rows lie before them, so a
+    # statement that walked up to its cursor instead of searching for it would be seen.
+    record = store.audit()[-(PAGE + 10)]
     in_thread = store.audit(thread_id="t-0000007", limit=1)[-1]
     since, kind, thread, _ = cursors.decode(
-        store.list_pending(limit=20)[-1]["cursor"], cursors.PENDING, cursors.PENDING_SHAPE
+        store.list_pending()[-(PAGE // 2)]["cursor"], cursors.PENDING, cursors.PENDING_SHAPE
     )
     assert kind == 0  # a marker: the open LangGraph interrupts of its time come after it
     found: dict[str, int] = {}
@@ -137,4 +139,4 @@ def test_postgres_pages_touch_the_same_rows_in_a_store_100_times_larger(store: I
     large = _measure(store)
     for name, rows in small.items():
         assert large[name] <= 1.5 * rows + 10, (name, small, large)
-    assert small["audit"] >= PAGE and small["pending markers"] >= PAGE, small
+    assert small["audit"] >= PAGE and small["pending markers"] >= PAGE // 2 - 1, small
