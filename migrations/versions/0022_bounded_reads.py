@@ -47,6 +47,8 @@ def upgrade() -> None:
         ["thread_id"],
         sqlite_where=sa.text(RUN_MOVED_ON),
         postgresql_where=sa.text(RUN_MOVED_ON),
+        # An operator may have built it beforehand, CONCURRENTLY (docs/operations.md).
+        if_not_exists=True,
     )
 
 
