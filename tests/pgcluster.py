@@ -128,6 +128,8 @@ class PrivateCluster:
         shared memory segment removed."""
         lines = (self.data / "postmaster.pid").read_text().splitlines()
         postmaster = int(lines[0])
+        # Stopped first, the postmaster forks no backend between the listing and the kill.
+        os.kill(postmaster, signal.SIGSTOP)
         children = [
             int(stat.parent.name)
             for stat in Path("/proc").glob("[0-9]*/stat")
