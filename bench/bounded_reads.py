@@ -177,9 +177,12 @@ def side(label: str, size: int, url: str, folder: Path, hook: str, args: argpars
     if sa.make_url(url).get_backend_name() == "postgresql":
         # Statistics, as autovacuum would soon gather them: planned without any, a query
         # made right after a bulk load can take minutes (a nested loop over the log).
+        # Only this schema's tables: a bare ANALYZE would take the whole database's.
         engine = sa.create_engine(url)
         with engine.connect() as conn:
-            conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("ANALYZE")
+            for table in sa.inspect(conn).get_table_names():
+                conn.exec_driver_sql(f'ANALYZE "{table}"')
+            conn.commit()
         engine.dispose()
     say(f"  {label}: loaded in {time.perf_counter() - started:.0f} s")
     folder.mkdir(parents=True, exist_ok=True)
