@@ -15,7 +15,9 @@ events of a notifier batch, the stale interrupts of a sweep batch) are made befo
 sample, outside the time.
 
     python -m bench.bounded_reads --small 1000 --large 1000000 --backend sqlite --samples 7
-    python -m bench.bounded_reads --small 1000 --large 20000 --backend postgresql
+    python -m bench.bounded_reads --small 1000 --large 20000 --backend postgresql --timeout 60
+
+A read with an HTTP call over ``--timeout`` seconds is reported missed and the run goes on.
 
 PostgreSQL needs ``SYMFONIC_STORE_BENCH_POSTGRES_URL`` (or ``..._TEST_POSTGRES_URL``);
 each store gets a fresh schema. Not part of ``python -m bench`` (the million takes long
