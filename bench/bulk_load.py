@@ -37,7 +37,8 @@ class ThreadSpec:
 
     ``ending`` says how the last interrupt of each thread ends: ``resumed``, ``expired``
     or ``pending`` (left open); with ``pending``, ``stale_every`` > 0 makes every n-th
-    thread's open interrupt two days old (stale under any TTL below that).
+    thread's open interrupt two days old (stale under any TTL below that). ``tenant``:
+    the tenant every mint of these threads is for (SPEC §15; None: without one).
     """
 
     prefix: str
@@ -45,10 +46,11 @@ class ThreadSpec:
     events: int
     ending: str = "resumed"
     stale_every: int = 0
+    tenant: str | None = None
 
 
 def _rows_of_thread(
-    thread_id: str, n: int, ending: str, stale: bool, clock: list[datetime]
+    thread_id: str, n: int, ending: str, stale: bool, clock: list[datetime], tenant: str | None = None
 ) -> Iterator[dict[str, Any]]:
     prev = GENESIS_HASH
     version = 0
@@ -69,6 +71,8 @@ def _rows_of_thread(
             "run_id": run_id, "actor": actor, "data": data, "occurred_at": at, "hash": h,
             # What the store's own INSERT writes beside the event (verify checks them).
             **derive_audit_columns(type_, data, at),
+            # A mint's tenant is a column beside the event, outside its hash (SPEC §15).
+            "tenant": tenant if type_ == MINTED else None,
         }
 
     while version < n:
@@ -111,7 +115,9 @@ def rows(specs: list[ThreadSpec], *, start: datetime | None = None) -> Iterator[
     for spec in specs:
         for i in range(spec.count):
             stale = spec.stale_every > 0 and i % spec.stale_every == 0
-            yield from _rows_of_thread(f"{spec.prefix}-{i:07d}", spec.events, spec.ending, stale, clock)
+            yield from _rows_of_thread(
+                f"{spec.prefix}-{i:07d}", spec.events, spec.ending, stale, clock, spec.tenant
+            )
 
 
 def load(store: InterruptStore, specs: list[ThreadSpec], *, rebuild: bool = True) -> int:
