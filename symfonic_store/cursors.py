@@ -24,6 +24,9 @@ AUDIT_SHAPE: tuple[type, ...] = (str, str, int)
 read looks up by its unique index), and its action index (-1: the interrupt's one
 record)."""
 
+BIGINT = 1 << 63
+"""A key's integers fit a 64-bit column (the database's bound)."""
+
 PENDING_SHAPE: tuple[type, ...] = (float, int, str, str)
 """A pending key: the time the list is ordered by, the item's kind (0: a seed marker,
 1: an open LangGraph interrupt), its thread and its interrupt id."""
@@ -60,7 +63,7 @@ def decode(cursor: Any, read: str, shape: tuple[type, ...]) -> list[Any]:
             raise problem from None
         if type(read_as) is not kind or (isinstance(read_as, float) and not math.isfinite(read_as)):
             raise problem
-        if kind is int and not -(2**63) <= read_as < 2**63:
+        if kind is int and not -BIGINT <= read_as < BIGINT:
             raise problem  # no database column holds it
         if kind is str:
             try:  # what an id may be: no NUL, encodable, at most 255 characters
