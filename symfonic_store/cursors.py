@@ -63,7 +63,7 @@ def decode(cursor: Any, read: str, shape: tuple[type, ...]) -> list[Any]:
             raise problem from None
         if type(read_as) is not kind or (isinstance(read_as, float) and not math.isfinite(read_as)):
             raise problem
-        if kind is int and not -BIGINT <= read_as < BIGINT:
+        if isinstance(read_as, int) and not -BIGINT <= read_as < BIGINT:
             raise problem  # no database column holds it
         if kind is str:
             try:  # what an id may be: no NUL, encodable, at most 255 characters
