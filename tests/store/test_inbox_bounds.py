@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 from bounded_rig import SCALE, Probe, ThreadSpec, assert_bounded, load, native_rows, probe
+from migration_rig import migrate
+from sqlalchemy.engine import Engine
 
 from symfonic_store import InterruptStore
 from symfonic_store.server.approvals import Approvals
@@ -118,3 +120,39 @@ def test_a_page_of_a_name_skips_the_other_names_in_the_index(store: InterruptSto
     assert [i["interrupt_id"] for i in again["items"]] == [i["interrupt_id"] for i in page["items"]]
     assert all(i["name"] == "approve" for i in again["items"])
     _assert_bounded(small, large)
+
+
+NAME_INDEXES = {"ix_symfonic_open_interrupts_name", "ix_symfonic_threads_pending_name"}
+
+
+def _indexes(engine: Engine) -> set[str]:
+    """The store's index names, read from the catalog (SQLAlchemy's inspector skips
+    SQLite's expression indexes)."""
+    with engine.connect() as conn:
+        if engine.dialect.name == "sqlite":
+            rows = conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'index'")
+        else:
+            rows = conn.exec_driver_sql("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")
+        return {str(r[0]) for r in rows}
+
+
+def test_0023_indexes_the_names_of_the_interrupts_already_open(engine: Engine, db_url: str) -> None:
+    """A populated store taken down to 0022 (no name index, as the release before has it)
+    and up again, twice: both indexes are built over the rows already there, and a page of
+    a name finds the markers and LangGraph interrupts open before the upgrade."""
+    migrate(engine, "up", "head")
+    base = time.time() - 3_600
+    with InterruptStore(db_url) as store:
+        _fill(store, "p-", 5, base)
+        load(store, extra=list(native_rows("p-o", 5, minted_at=base - 100, name="other")))
+        before = store.list_pending(name="approve") + store.list_pending(name="approval_required")
+    assert len(before) == 10
+    for _ in range(2):
+        migrate(engine, "down", "0022_bounded_reads")
+        assert not NAME_INDEXES & _indexes(engine)
+        migrate(engine, "up", "head")
+        assert NAME_INDEXES <= _indexes(engine)
+        with InterruptStore(db_url) as store:
+            after = store.list_pending(name="approve") + store.list_pending(name="approval_required")
+            assert after == before
+            assert [p["name"] for p in store.list_pending(name="other")] == ["other"] * 5
