@@ -196,8 +196,8 @@ def test_audit_and_inbox_keep_each_principal_to_its_tenants(site: Site) -> None:
 def test_a_scoped_inbox_page_is_full_of_its_tenants_and_pages_on_their_cursors(site: Site) -> None:
     """Interrupts of one name minted for acme and globex in turn: ann's pages of two hold
     acme's only, every page but the last full (the scope is applied before the page is
-    cut, so a cursor is her own last item's), each once; her page of a globex thread
-    is the page of an unknown thread."""
+    cut, so a cursor is her own last item's), each once, in the API and in the HTML inbox's
+    pages; her page of a globex thread is the page of an unknown thread."""
     name = f"turns_{uuid.uuid4().hex[:6]}"
     minted = []
     for n in range(9):
@@ -222,6 +222,22 @@ def test_a_scoped_inbox_page_is_full_of_its_tenants_and_pages_on_their_cursors(s
         assert [k for p in pages for k in p] == [(t, i) for tenant, t, i in minted if tenant == "acme"]
         assert (hidden.status_code, hidden.json()) == (unknown.status_code, unknown.json()) == (
             200, {"items": [], "next": None})
+        # The HTML inbox pages the same way, on the same cursors (?limit=2, Next page links).
+        shown: list[str] = []
+        with _signed_in(site, "ann") as browser:
+            url: str | None = "/?limit=2"
+            while url is not None:
+                html = browser.get(url)
+                assert html.status_code == 200
+                on_page = re.findall(r'data-interrupt="([^"]+)"', html.text)
+                assert len(on_page) <= 2
+                shown += on_page
+                found = re.search(r'href="(/\?[^"]+)" id="next-page"', html.text)
+                url = None if found is None else found.group(1).replace("&amp;", "&")
+            assert browser.get("/", params={"after": "garbage!"}).status_code == 400
+        ours = [i for _, _, i in minted]
+        assert [i for i in shown if i in ours] == [i for tenant, _, i in minted if tenant == "acme"]
+        assert len(shown) == len(set(shown))
     finally:  # the module's other tests count the open interrupts
         for _, thread_id, interrupt_id in minted:
             site.store.resume(thread_id, interrupt_id, {"approved": False}, actor="root")
