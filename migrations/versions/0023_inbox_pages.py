@@ -15,7 +15,9 @@ let a page of one name start at its cursor and stop at its limit:
   marker's JSON, spelled as the store's reads spell it (``json_extract(pending,
   '$.name')`` on SQLite, ``(pending ->> 'name')`` on PostgreSQL).
 
-The upgrade builds them from the rows already there; the downgrade drops them.
+The upgrade builds them from the rows already there (unless an operator built them
+beforehand, e.g. with ``CREATE INDEX CONCURRENTLY`` on a large PostgreSQL table, under
+these names and definitions); the downgrade drops them.
 
 Revision ID: 0023_inbox_pages
 Revises: 0022_bounded_reads
@@ -42,6 +44,7 @@ def upgrade() -> None:
         "ix_symfonic_open_interrupts_name",
         "symfonic_open_interrupts",
         ["name", "minted_at", "thread_id", "interrupt_id"],
+        if_not_exists=True,  # an operator may have built it beforehand, CONCURRENTLY
     )
     sqlite = op.get_bind().dialect.name == "sqlite"
     name = sa.text("json_extract(pending, '$.name')" if sqlite else "(pending ->> 'name')")
@@ -51,6 +54,7 @@ def upgrade() -> None:
         [name, "pending_since", "thread_id"],
         sqlite_where=sa.text(PENDING),
         postgresql_where=sa.text(PENDING),
+        if_not_exists=True,
     )
 
 
