@@ -51,14 +51,17 @@ __all__ = ["SCALE", "Probe", "ThreadSpec", "assert_bounded", "load", "native_row
 # --- fixtures ---------------------------------------------------------------------------
 
 
-def native_rows(prefix: str, count: int, *, minted_at: float, graph: str = "g") -> Iterator[dict[str, Any]]:
+def native_rows(
+    prefix: str, count: int, *, minted_at: float, graph: str = "g", name: str = "approve"
+) -> Iterator[dict[str, Any]]:
     """``count`` threads ``{prefix}-{i}`` of one event each: a LangGraph interrupt's mint
-    (``n-{i}``, of ``graph``), minted ``minted_at`` plus ``i`` microseconds, left open."""
+    (``n-{i}``, of ``graph``, named ``name``), minted ``minted_at`` plus ``i`` microseconds,
+    left open."""
     for i in range(count):
         thread_id = f"{prefix}-{i:07d}"
         at = datetime.fromtimestamp(minted_at, UTC) + timedelta(microseconds=i)
         data = {
-            "name": "approve", "payload": {"amount": i}, "source": NATIVE_SOURCE,
+            "name": name, "payload": {"amount": i}, "source": NATIVE_SOURCE,
             "minted_at": minted_at + i * 1e-6, "tool_call_id": None, "run_id": None,
             "graph": graph, "checkpoint_id": f"c-{i}", "checkpoint_ns": "", "task_id": f"task-{i}",
             "breakpoint": False,

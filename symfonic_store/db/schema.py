@@ -26,6 +26,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
+from .marker_name import MarkerName
+
 EVENTS_TABLE = "symfonic_events"
 THREADS_TABLE = "symfonic_threads"
 OPEN_INTERRUPTS_TABLE = "symfonic_open_interrupts"
@@ -247,6 +249,13 @@ threads = sa.Table(
     ),
 )
 
+# The inbox's name filter on seed markers pages on it (since 0023_inbox_pages).
+sa.Index(
+    "ix_symfonic_threads_pending_name", MarkerName(threads.c.pending), threads.c.pending_since,
+    threads.c.thread_id, sqlite_where=sa.text("pending_interrupt_id IS NOT NULL"),
+    postgresql_where=sa.text("pending_interrupt_id IS NOT NULL"),
+)
+
 # One row per open LangGraph interrupt (SPEC §8): the fold of the native mints without an
 # ending, updated in the append's transaction like the thread row. A thread may hold
 # several; the seed marker keeps its one slot in the thread row (I5).
@@ -266,6 +275,8 @@ open_interrupts = sa.Table(
     sa.Column("breakpoint", sa.Boolean(), nullable=False),
     sa.Column("version", sa.Integer(), nullable=False),
     sa.Index("ix_symfonic_open_interrupts_minted_at", "minted_at"),
+    # The inbox's name filter pages on it in minting order (since 0023_inbox_pages).
+    sa.Index("ix_symfonic_open_interrupts_name", "name", "minted_at", "thread_id", "interrupt_id"),
 )
 
 # The first phase of a gateway answer (SPEC §8): a claim commits before the graph runs;

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from .. import native
+from .. import cursors, native, validation
 from ..agent_server_client import AgentServerError
 from ..decisions import decide, reported
 from ..errors import (
@@ -58,7 +58,7 @@ from ..store import rules as rule
 from ..store.vote_ops import AlreadyVotedError, assignee
 from . import tenancy
 from .marker_graphs import answer_marker
-from .paging import DEFAULT_PAGE, after_cursor, decode_cursor, encode_cursor
+from .paging import DEFAULT_PAGE, NOT_A_CURSOR, BadRequest
 from .principal import Principal
 
 if TYPE_CHECKING:
@@ -109,11 +109,6 @@ def _iso(moment: float | None) -> str | None:
         return datetime.fromtimestamp(moment, UTC).isoformat()
     except (OverflowError, OSError, ValueError):
         return None
-
-
-def _key(pending: Mapping[str, Any]) -> list[Any]:
-    """An open interrupt's cursor: when it was minted, its thread and its id."""
-    return [_number(pending.get("minted_at")) or 0.0, str(pending["thread_id"]), str(pending["interrupt_id"])]
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,27 +199,39 @@ class Approvals:
     ) -> dict[str, Any]:
         """The open interrupts, oldest first, one page: ``{"items": [...], "next": cursor}``.
 
-        In the store's order (``list_pending``: by the time each was minted, then thread
-        and interrupt). The first page of the whole inbox -- what an inbox shows, and
-        reads most -- asks the store for one more than a page (its indexes find them);
-        a filtered page or a later one reads the open interrupts and pages them here.
-        ``scope``: only those tenants' interrupts (:attr:`Principal.scope`, SPEC §15).
+        In the store's order and with its cursors (``list_pending(after=)``, SPEC §17: the
+        API's and the inbox's pages use the same cursors): every page, first or later, and
+        every filter (``thread``, ``name``, ``older_than``) is one keyset read of one more
+        than a page, filtered in SQL. ``scope``: only those tenants' interrupts
+        (:attr:`Principal.scope`, SPEC §15), filtered in the same read before the page is
+        cut, so a scoped page is full and its cursor is its own last item's.
+
+        Raises:
+            BadRequest: ``after`` is not a cursor of these pages.
         """
         now = time.time()
-        bounded = thread is None and name is None and after is None
-        pending = self.store.list_pending(
-            older_than=older_than, limit=limit + 1 if bounded else None, tenants=scope
-        )
-        keyed = [
-            (_key(p), p)
-            for p in pending
-            if (thread is None or p["thread_id"] == thread) and (name is None or p.get("name") == name)
-        ]
         if after is not None:
-            keyed = after_cursor(keyed, decode_cursor(after, 3))
-        page = keyed[:limit]
-        items = [self.item(p, now) for _, p in page]
-        return {"items": items, "next": encode_cursor(page[-1][0]) if len(keyed) > limit else None}
+            try:
+                cursors.decode(after, cursors.PENDING, cursors.PENDING_SHAPE)
+            except InvalidInputError:
+                raise BadRequest(NOT_A_CURSOR) from None
+        if thread is not None:
+            try:
+                validation.text_id(thread, "thread")
+            except InvalidInputError:
+                return {"items": [], "next": None}  # no thread has that id
+        try:
+            pending = self.store.list_pending(
+                older_than=older_than, limit=limit + 1, tenants=scope, after=after,
+                thread_id=thread, name=name,
+            )
+        except InvalidInputError as exc:
+            if exc.field == "after":
+                raise BadRequest(NOT_A_CURSOR) from None
+            raise
+        page = pending[:limit]
+        items = [self.item(p, now) for p in page]
+        return {"items": items, "next": page[-1]["cursor"] if len(pending) > limit else None}
 
     def sees(self, principal: Principal | None, thread_id: str, interrupt_id: str) -> bool:
         """May ``principal`` see this interrupt (SPEC §15)? An unknown one: yes (it is then

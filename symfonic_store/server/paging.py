@@ -82,18 +82,3 @@ def page_limit(value: str | None, default: int = DEFAULT_PAGE) -> int:
     if not value.isdigit() or not 1 <= int(value) <= MAX_PAGE:
         raise BadRequest(f"limit: must be a whole number from 1 to {MAX_PAGE}")
     return int(value)
-
-
-
-def after_cursor(keyed: list[tuple[list[Any], Any]], cursor: list[Any]) -> list[tuple[list[Any], Any]]:
-    """What follows the cursor's interrupt in the store's order; when it is no longer
-    open, what follows its place (by when it was minted, then thread and id)."""
-    ids = [str(cursor[1]), str(cursor[2])]
-    for n, (key, _) in enumerate(keyed):
-        if key[1:] == ids:
-            return keyed[n + 1 :]
-    try:
-        bound = (float(cursor[0]), ids[0], ids[1])
-    except (TypeError, ValueError):
-        raise BadRequest(NOT_A_CURSOR) from None
-    return [(k, p) for k, p in keyed if (k[0], k[1], k[2]) > bound]

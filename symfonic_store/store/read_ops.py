@@ -172,9 +172,14 @@ class ReadOps(Settings):
         tenant: str | None = None,
         tenants: Iterable[str | None] | None = None,
         after: str | None = None,
+        thread_id: str | None = None,
+        name: str | None = None,
     ) -> Plan[list[dict[str, Any]]]:
         """Pending interrupts across all threads, oldest first: each marker plus ``thread_id``
         and ``cursor``.
+
+        ``thread_id``: only that thread's; ``name``: only the interrupts of that name (both
+        read in SQL, so a page of them costs the page: the inbox's filters, SPEC §17).
 
         ``tenant``: only the interrupts minted for that tenant (SPEC §15); ``tenants``:
         only those minted for one of them, ``None`` among them for the interrupts minted
@@ -189,12 +194,15 @@ class ReadOps(Settings):
         n = validation.positive_int(limit, "limit", optional=True)
         scope = _scope(tenant, tenants)
         key = None if after is None else PendingKey(*cursors.decode(after, cursors.PENDING, cursors.PENDING_SHAPE))
+        only = None if thread_id is None else validation.required_id(thread_id, "thread_id")
+        if name is not None and not isinstance(name, str):
+            raise InvalidInputError("name", f"must be a string, got {type(name).__name__}")
 
         def run(conn: Connection) -> list[dict[str, Any]]:
             since_before = None if age is None else time.time() - age
             rows = pending_threads(
                 conn, since_before=since_before, limit=n, scope=scope,
-                after=None if key is None else key.marker_bound(),
+                after=None if key is None else key.marker_bound(), thread=only, name=name,
             )
             markers = [
                 ((r.pending_since or 0.0, 0, r.thread_id, r.pending_interrupt_id or ""),
@@ -205,7 +213,7 @@ class ReadOps(Settings):
                 ((row["minted_at"], 1, row["thread_id"], row["interrupt_id"]), _native_pending(row))
                 for row in read_open_interrupts(
                     conn, since_before=since_before, limit=n, scope=scope,
-                    after=None if key is None else key.native_bound(),
+                    after=None if key is None else key.native_bound(), thread=only, name=name,
                 )
             ]
             # Markers before natives of the same time: a cursor's kind says where it is.

@@ -1,5 +1,5 @@
-"""The inbox's pages (``Approvals.inbox``): the first page of the whole inbox asks the store
-for one more than a page, later and filtered pages read the open interrupts; together
+"""The inbox's pages (``Approvals.inbox``): every page, first, later or filtered, asks the
+store for one more than a page after its cursor (``list_pending``'s keyset pages); together
 they list every open interrupt once, oldest first, on each backend."""
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ def test_the_first_page_reads_a_page_and_later_pages_follow_it(store: InterruptS
         page = approvals.inbox(limit=3, after=page["next"])
         seen += _ids(page)
     assert seen == minted
-    assert asked == [4, None, None]  # one past the first page; the rest read and page here
+    assert asked == [4, 4, 4]  # one past each page, later pages too: the store's keyset pages
     assert _ids(approvals.inbox(limit=50)) == minted and asked[-1] == 51
-    assert _ids(approvals.inbox(limit=3, name=factories.NAME)) == minted[:3] and asked[-1] is None
+    assert _ids(approvals.inbox(limit=3, name=factories.NAME)) == minted[:3] and asked[-1] == 4
 
 
 def test_a_page_after_an_interrupt_answered_meanwhile_goes_on_from_its_place(store: InterruptStore) -> None:

@@ -8,6 +8,7 @@ wires it sends). Each test works on threads of its own.
 
 from __future__ import annotations
 
+import base64
 import csv
 import io
 import json
@@ -204,6 +205,52 @@ def test_the_inbox_lists_open_interrupts_oldest_first_with_their_digest_in_pages
         assert item["digest"] == digest_of(site.store, item["thread_id"], item["interrupt_id"])
         assert item["name"] == name and item["age_seconds"] >= 0 and item["minted_at"].endswith("+00:00")
         assert item["payload"]["n"] == int(item["thread_id"].rsplit("-", 1)[1])
+
+
+def test_inbox_pages_hold_each_item_once_while_others_mint_and_answer(site: Site) -> None:
+    """Paging GET /api/interrupts?name=...&limit=3 while a writer thread mints and answers
+    interrupts of that name: every interrupt open from the first page to the last is on
+    exactly one page, none twice, oldest first; a page's ``next`` is ``list_pending``'s
+    cursor of its last item; a cursor of the old format (a bare key) is 400."""
+    name = thread("churn")
+    kept = [(f"{name}-k{n}", mint(site.store, f"{name}-k{n}", name=name)) for n in range(10)]
+    stop = threading.Event()
+    written = [0]
+
+    def churn() -> None:
+        with InterruptStore(site.store.engine.url.render_as_string(hide_password=False)) as store:
+            while not stop.is_set() and written[0] < 200:
+                t = f"{name}-w{written[0]}"
+                iid = mint(store, t, name=name)
+                if written[0] % 2:
+                    store.resume(t, iid, {"approved": True}, actor="approver1")
+                written[0] += 1
+
+    seen: list[dict[str, Any]] = []
+    with site.as_("viewer") as client:
+        first = client.get("/api/interrupts", params={"name": name, "limit": "3"}).json()
+        assert first["next"] == site.store.list_pending(name=name, limit=3)[-1]["cursor"]
+        writer = threading.Thread(target=churn)
+        writer.start()
+        try:
+            page = first
+            while True:
+                seen.extend(page["items"])
+                if page["next"] is None:
+                    break
+                page = client.get("/api/interrupts", params={"name": name, "limit": "3", "after": page["next"]}).json()
+        finally:
+            stop.set()
+            writer.join()
+        old = base64.urlsafe_b64encode(json.dumps([1.0, kept[0][0], kept[0][1]]).encode()).decode()
+        refused = client.get("/api/interrupts", params={"after": old.rstrip("=")})
+        assert refused.status_code == 400 and "cursor" in refused.json()["error"]
+    keys = [(i["thread_id"], i["interrupt_id"]) for i in seen]
+    assert len(keys) == len(set(keys))
+    assert [k for k in keys if k in kept] == kept
+    assert written[0] > 0
+    assert [i["minted_at"] for i in seen] == sorted(i["minted_at"] for i in seen)
+    assert all(i["name"] == name for i in seen)
 
 
 def test_any_thread_id_works_in_paths_slashes_and_unicode_included(site: Site) -> None:

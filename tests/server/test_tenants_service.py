@@ -193,6 +193,56 @@ def test_audit_and_inbox_keep_each_principal_to_its_tenants(site: Site) -> None:
         assert sheet[0][-2:] == ["tenant", "approvers"]
 
 
+def test_a_scoped_inbox_page_is_full_of_its_tenants_and_pages_on_their_cursors(site: Site) -> None:
+    """Interrupts of one name minted for acme and globex in turn: ann's pages of two hold
+    acme's only, every page but the last full (the scope is applied before the page is
+    cut, so a cursor is her own last item's), each once, in the API and in the HTML inbox's
+    pages; her page of a globex thread is the page of an unknown thread."""
+    name = f"turns_{uuid.uuid4().hex[:6]}"
+    minted = []
+    for n in range(9):
+        tenant = "acme" if n % 3 else "globex"
+        thread_id, interrupt_id = f"t-turn-{name}-{n}", f"i-turn-{n}"
+        site.store.mint(thread_id, marker(interrupt_id, name=name), actor="agent", tenant=tenant)
+        minted.append((tenant, thread_id, interrupt_id))
+    try:
+        pages: list[list[tuple[str, str]]] = []
+        with site.as_("ann") as ann:
+            after = None
+            while True:
+                page = ann.get("/api/interrupts", params={"name": name, "limit": "2",
+                                                          **({"after": after} if after else {})}).json()
+                pages.append([(i["thread_id"], i["interrupt_id"]) for i in page["items"]])
+                after = page["next"]
+                if after is None:
+                    break
+            hidden = ann.get("/api/interrupts", params={"thread": minted[0][1]})
+            unknown = ann.get("/api/interrupts", params={"thread": f"t-never-{name}"})
+        assert [p for p in pages[:-1] if len(p) != 2] == []
+        assert [k for p in pages for k in p] == [(t, i) for tenant, t, i in minted if tenant == "acme"]
+        assert (hidden.status_code, hidden.json()) == (unknown.status_code, unknown.json()) == (
+            200, {"items": [], "next": None})
+        # The HTML inbox pages the same way, on the same cursors (?limit=2, Next page links).
+        shown: list[str] = []
+        with _signed_in(site, "ann") as browser:
+            url: str | None = "/?limit=2"
+            while url is not None:
+                html = browser.get(url)
+                assert html.status_code == 200
+                on_page = re.findall(r'data-interrupt="([^"]+)"', html.text)
+                assert len(on_page) <= 2
+                shown += on_page
+                found = re.search(r'href="(/\?[^"]+)" id="next-page"', html.text)
+                url = None if found is None else found.group(1).replace("&amp;", "&")
+            assert browser.get("/", params={"after": "garbage!"}).status_code == 400
+        ours = [i for _, _, i in minted]
+        assert [i for i in shown if i in ours] == [i for tenant, _, i in minted if tenant == "acme"]
+        assert len(shown) == len(set(shown))
+    finally:  # the module's other tests count the open interrupts
+        for _, thread_id, interrupt_id in minted:
+            site.store.resume(thread_id, interrupt_id, {"approved": False}, actor="root")
+
+
 def test_events_without_an_interrupt_are_shown_to_all_tenant_principals_only(site: Site) -> None:
     site.store.record_route(f"t-route-{uuid.uuid4().hex[:6]}", "continue")
     with site.as_("root") as root, site.as_("pat") as pat:

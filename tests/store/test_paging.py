@@ -201,6 +201,37 @@ def test_list_pending_pages_markers_and_langgraph_interrupts_of_one_time(store: 
     assert read_all(store.list_pending, lambda p: p["cursor"], 1, tenant="acme") == scoped
 
 
+def test_list_pending_filters_by_thread_and_name_in_its_pages(store: InterruptStore) -> None:
+    """list_pending(thread_id=, name=): the whole list's items of that thread or name, in its
+    order, paged 1..3 at a time with the same cursors; a thread or name of nothing is []."""
+    with freeze_time(T0):
+        for i in range(3):
+            store.mint(f"m-{i}", {"name": "pay" if i % 2 else "ship", "interrupt_id": "i"},
+                       tenant="acme" if i else None)
+            store.record_waiting(f"n-{i}", [{"interrupt_id": c * 32, "value": {"q": i}, **WAITING}
+                                            for c in "xy"], graph="g")
+    with freeze_time(T0 + timedelta(seconds=1)):
+        store.mint("n-1", {"name": "pay", "interrupt_id": "late"})
+    whole = store.list_pending()
+    names = {p.get("name") for p in whole}
+    cases: list[dict[str, Any]] = [
+        {"thread_id": "n-1"}, {"thread_id": "m-2"}, {"name": "pay"}, {"name": "ship"},
+        {"name": "pay", "thread_id": "n-1"}, {"name": "pay", "tenants": ["acme"]},
+        *({"name": n} for n in names if n is not None),
+    ]
+    for filters in cases:
+        tenants = filters.get("tenants")
+        wanted = [
+            p for p in (whole if tenants is None else store.list_pending(tenants=tenants))
+            if all(p.get(k) == v for k, v in filters.items() if k != "tenants")
+        ]
+        assert store.list_pending(**filters) == wanted, filters
+        assert wanted, filters
+        for limit in (1, 2, 3):
+            assert read_all(store.list_pending, lambda p: p["cursor"], limit, **filters) == wanted
+    assert store.list_pending(thread_id="nobody") == [] and store.list_pending(name="nothing") == []
+
+
 def test_list_pending_pages_hold_every_item_once_while_others_mint(store: InterruptStore) -> None:
     """New markers and LangGraph interrupts (some at the very time of the last item read), answers and supersedes between pages: every item open throughout is on one page, none twice."""
     with freeze_time(T0) as clock:

@@ -151,10 +151,14 @@ def open_interrupts_query(
     limit: int | None = None,
     scope: Scope = None,
     after: tuple[float, str, str] | None = None,
+    thread: str | None = None,
+    name: str | None = None,
 ) -> sa.Select[Any]:
     """Open LangGraph interrupts across all threads, oldest first (of ``scope``'s tenants);
     ``after``: only those after this ``(minted_at, thread_id, interrupt_id)`` (keyset
-    paging on the index of ``minted_at``)."""
+    paging on the index of ``minted_at``, or with ``name`` on
+    ``ix_symfonic_open_interrupts_name``); ``thread``: only that thread's (its primary
+    key's prefix)."""
     query = sa.select(*OPEN_COLUMNS).order_by(
         open_interrupts.c.minted_at, open_interrupts.c.thread_id, open_interrupts.c.interrupt_id
     )
@@ -163,6 +167,10 @@ def open_interrupts_query(
         query = query.where(kept)
     if since_before is not None:
         query = query.where(open_interrupts.c.minted_at < since_before)
+    if thread is not None:
+        query = query.where(open_interrupts.c.thread_id == thread)
+    if name is not None:
+        query = query.where(open_interrupts.c.name == name)
     if after is not None:
         c = open_interrupts.c
         query = query.where(sa.tuple_(c.minted_at, c.thread_id, c.interrupt_id) > sa.tuple_(*after))
@@ -178,9 +186,12 @@ def delete_all_open_interrupts(conn: Connection) -> None:
 def read_open_interrupts(
     conn: Connection, *, since_before: float | None = None, limit: int | None = None,
     scope: Scope = None, after: tuple[float, str, str] | None = None,
+    thread: str | None = None, name: str | None = None,
 ) -> list[dict[str, Any]]:
     names = [c.key for c in OPEN_COLUMNS]
-    query = open_interrupts_query(since_before=since_before, limit=limit, scope=scope, after=after)
+    query = open_interrupts_query(
+        since_before=since_before, limit=limit, scope=scope, after=after, thread=thread, name=name
+    )
     return [dict(zip(names, r, strict=True)) for r in conn.execute(query)]
 
 

@@ -14,6 +14,7 @@ from ...events import MINTED
 from ...projection import ThreadState
 from ..executor import executor_for
 from ..executors.base import Executor, JsonText
+from ..marker_name import MarkerName
 from ..rows import (
     THREAD_COLUMNS,
     THREAD_ROW_KEYS,
@@ -175,10 +176,13 @@ def pending_threads_query(
     limit: int | None,
     scope: Scope = None,
     after: tuple[float, str] | None = None,
+    thread: str | None = None,
+    name: str | None = None,
 ) -> sa.Select[Any]:
     """The threads with a pending marker, oldest first (of ``scope``'s tenants); ``after``:
     only those after this ``(pending_since, thread_id)`` (keyset paging on the index of
-    pending threads)."""
+    pending threads). ``thread``: only that thread's (its primary key); ``name``: only
+    markers of that name (read from the marker's JSON while walking the index)."""
     query = (
         sa.select(*THREAD_COLUMNS)
         .where(threads.c.pending_interrupt_id.is_not(None))
@@ -189,6 +193,10 @@ def pending_threads_query(
         query = query.where(kept)
     if since_before is not None:
         query = query.where(threads.c.pending_since < since_before)
+    if thread is not None:
+        query = query.where(threads.c.thread_id == thread)
+    if name is not None:
+        query = query.where(MarkerName(threads.c.pending) == name)
     if after is not None:
         query = query.where(
             sa.tuple_(threads.c.pending_since, threads.c.thread_id) > sa.tuple_(*after)
@@ -205,9 +213,13 @@ def pending_threads(
     limit: int | None,
     scope: Scope = None,
     after: tuple[float, str] | None = None,
+    thread: str | None = None,
+    name: str | None = None,
 ) -> list[ThreadState]:
     """The rows of :func:`pending_threads_query`."""
-    query = pending_threads_query(since_before=since_before, limit=limit, scope=scope, after=after)
+    query = pending_threads_query(
+        since_before=since_before, limit=limit, scope=scope, after=after, thread=thread, name=name
+    )
     return [to_thread(r) for r in conn.execute(query)]
 
 

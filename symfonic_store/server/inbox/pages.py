@@ -11,7 +11,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, quote
+from urllib.parse import parse_qsl, quote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
@@ -23,9 +23,10 @@ from .. import tenancy
 from ..approvals import assignment_of
 from ..auth import client_address
 from ..limits import BodyTooLarge, read_body
+from ..paging import BadRequest, page_limit
 from ..principal import Principal
 from ..sessions import NONCE_COOKIE, SESSION_COOKIE, Sessions
-from ..web import Problem, Service, principal, raw_ids, service
+from ..web import Problem, Service, principal, query, raw_ids, service
 from . import edits
 from .visible_html import revealed, visible
 
@@ -34,6 +35,8 @@ STATIC = HERE / "static"
 ANSWERS = ("approve", "reject", "answer", "edit")
 REJECTED = "rejected in the approval inbox"
 FORM_FIELDS = 200
+INBOX_PAGE = 500
+"""Open interrupts on one page of the inbox; a **Next page** link reads on from its last."""
 """The most fields a form may send (an edit form has one per argument of each tool call)."""
 
 
@@ -225,11 +228,18 @@ async def index(request: Request) -> Response:
     # The stream's starting point first, then the page: an event in between is after
     # the cursor, so it refreshes the page instead of being missed.
     after = await svc.lanes.run(svc.metrics.tail.catch_up, 0.5)
-    page = await svc.lanes.run(svc.approvals.inbox, limit=500, scope=who.scope)
+    try:  # ?after=: a page's cursor, the API's and list_pending()'s alike (SPEC §17)
+        limit = page_limit(query(request, "limit"), default=INBOX_PAGE)
+        page = await svc.lanes.run(svc.approvals.inbox, limit=limit, after=query(request, "after"),
+                                   scope=who.scope)
+    except BadRequest as exc:
+        return render(request, "error.html", who=who, status=400, title="Not a page of the inbox", message=str(exc))
     # Escalated interrupts first, marked (SPEC §14); the API's order stays oldest first.
     items = await svc.lanes.run(svc.approvals.escalated_first, page["items"])
+    kept = {} if query(request, "limit") is None else {"limit": str(limit)}
+    next_url = None if page["next"] is None else "?" + urlencode({**kept, "after": page["next"]})
     return render(request, "inbox.html", who=who, title="Inbox", items=items,
-                  more=page["next"] is not None, after=after)
+                  more=page["next"] is not None, next_url=next_url, after=after)
 
 
 async def sign_in_page(request: Request) -> Response:
