@@ -75,6 +75,7 @@ def native_rows(
                 interrupt_id=interrupt_id, run_id=None, actor=None, data=data, occurred_at=at,
             ),
             **derive_audit_columns(MINTED, data, at),
+            "tenant": None,  # as bench/bulk_load.py's rows: one executemany binds them all
         }
 
 
