@@ -1,0 +1,185 @@
+"""SPEC §17, bounded reads, the store's side: one interrupt, its votes and assignment, the
+event stream's pages (a tenant-scoped reader's too), a notifier batch, and the per-thread
+reads (``history`` of one interrupt, ``replay``) cost what they return, not the history
+behind them -- proven by what the database touches (tests/bounded_rig.py: SQLite's plans
+and virtual machine steps, PostgreSQL's rows and buffers) on a small fixture and on one
+100 times larger, in the same database, never by a clock.
+
+(The answers and the sweep batches: tests/store/test_bounded_reads.py; the service's reads
+of one interrupt and its answers: tests/server/test_read_bounds.py.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from bounded_rig import SCALE, Probe, ThreadSpec, assert_bounded, load, native_rows, probe
+from factories import marker
+from notify_rig import Receiver, http_receiver, write_secret
+
+from symfonic_store import InterruptStore
+from symfonic_store.db.schema import events
+from symfonic_store.notify import Notifier
+from symfonic_store.redaction import visible_events
+
+PADDING = 20
+"""Threads of the small fixture besides the ones a test reads (the large one: 100 times)."""
+HISTORY = 24
+"""Events of the thread read in the small fixture (the large one: 100 times)."""
+PAGE = 50
+FIRST = f"i-{1:012x}"
+"""The first interrupt of a bulk-loaded thread: minted, routed, resumed."""
+
+
+def _interrupt_reads(store: InterruptStore, thread_id: str) -> Probe:
+    """Every read of one interrupt of ``thread_id`` the store offers, under one probe: its
+    history, its mint, its tenant, its assignment and votes, and the thread's escalations
+    (none) -- for its first interrupt (answered long ago) and its last (open, voted on)."""
+    (waiting,) = store.open_interrupts(thread_id)
+    open_id = waiting["interrupt_id"]
+    store.assign(thread_id, open_id, to="alice", actor="lead")
+    store.vote(thread_id, open_id, "approve", {"ok": True}, actor="bob")
+    with probe(store) as seen:
+        for interrupt_id in (FIRST, open_id):
+            assert store.history(thread_id, interrupt_id=interrupt_id)
+            assert store.interrupt_record(thread_id, interrupt_id) is not None
+            assert (thread_id, interrupt_id) in store.interrupt_tenants([(thread_id, interrupt_id)])
+        assert store.assignment(thread_id, open_id) is not None
+        assert len(store.votes(thread_id, open_id)) == 1
+        assert store.escalations([thread_id]) == []
+    return seen
+
+
+def test_one_interrupts_reads_cost_its_events_not_the_threads(store: InterruptStore) -> None:
+    """One interrupt's history, mint, tenant, assignment and votes on a thread of 24 events
+    in a store of ~20 threads, then on a thread of 2,400 in a store of ~2,000: no plan scans
+    the log or the projection, and what the database touches does not grow."""
+    load(store, [ThreadSpec("pad", PADDING, 6), ThreadSpec("t", 1, HISTORY, "pending")])
+    small = _interrupt_reads(store, "t-0000000")
+    load(store, [ThreadSpec("pad-l", PADDING * SCALE, 6), ThreadSpec("u", 1, HISTORY * SCALE, "pending")])
+    large = _interrupt_reads(store, "u-0000000")
+    assert len(store.history("u-0000000")) > HISTORY * SCALE
+    assert_bounded(small, large)
+
+
+def _replay(store: InterruptStore, thread_id: str) -> Probe:
+    with probe(store) as seen:
+        steps = list(store.replay(thread_id))
+        whole = store.history(thread_id)
+    assert len(steps) == len(whole) == HISTORY
+    return seen
+
+
+def test_a_threads_replay_and_history_cost_the_thread_not_the_store(store: InterruptStore) -> None:
+    """``replay`` and ``history`` of a thread of 24 events in a store of ~20 threads, then of
+    another of 24 in a store of ~2,000 (and one thread of 2,400 events): per-thread reads,
+    they read that thread's events through its key, no more."""
+    load(store, [ThreadSpec("pad", PADDING, 6), ThreadSpec("t", 1, HISTORY, "pending")])
+    small = _replay(store, "t-0000000")
+    load(store, [ThreadSpec("pad-l", PADDING * SCALE, 6), ThreadSpec("long", 1, HISTORY * SCALE),
+                 ThreadSpec("u", 1, HISTORY, "pending")])
+    large = _replay(store, "u-0000000")
+    assert_bounded(small, large)
+
+
+# --- the event stream ------------------------------------------------------------------
+
+SCOPE = frozenset({"acme", None})
+"""A reader kept to acme's interrupts and those minted without a tenant."""
+
+
+def _log(store: InterruptStore, tag: str, threads: int) -> None:
+    """``threads`` open LangGraph interrupts (no tenant), then ``3 * threads`` threads of 6
+    events each, for acme, globex and no tenant in turn: a log whose every later page mixes
+    interrupts a reader kept to acme may and may not see."""
+    load(store, extra=list(native_rows(f"l{tag}", threads, minted_at=1.7e9)))
+    tenants = ("acme", "globex", None)
+    load(store, [ThreadSpec(f"{tag}{i}", 1, 6, tenant=tenants[i % 3]) for i in range(3 * threads)])
+
+
+def _last_position(store: InterruptStore) -> int:
+    with store.engine.connect() as conn:
+        return int(conn.execute(sa.select(sa.func.max(events.c.position))).scalar_one())
+
+
+def _stream_page(store: InterruptStore, after: int) -> Probe:
+    """A page of the stream after ``after`` (``GET /api/events?after=``, the SSE stream's
+    pages: ``store.events(after=, limit=)``), as everyone sees it and as a scoped reader
+    does (the tenants of the page's interrupts looked up, SPEC §15)."""
+    with probe(store) as seen:
+        page = store.events(after=after, limit=PAGE)
+        shown = visible_events(store, SCOPE, page)
+    assert len(page) == PAGE and 0 < len(shown) < PAGE
+    assert page[0].position > after
+    return seen
+
+
+def test_a_page_of_the_event_stream_costs_the_page(store: InterruptStore) -> None:
+    """A page of 50 events after a cursor, read from a log of ~300 events, then after a cursor
+    as near the end of one of ~30,000 (a consumer that read everything before it): no plan
+    scans the log, and what the database touches does not grow -- also for a reader kept to
+    some tenants, whose page's tenants are looked up through the mints' index."""
+    _log(store, "s", PADDING // 2)
+    small = _stream_page(store, _last_position(store) - 3 * PAGE)
+    _log(store, "l", PADDING // 2 * SCALE)
+    large = _stream_page(store, _last_position(store) - 3 * PAGE)
+    assert_bounded(small, large, rows=PAGE)
+
+
+# --- a notifier batch ------------------------------------------------------------------
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    with http_receiver() as r:
+        yield r
+
+
+BATCH = 6
+"""Interrupts minted (for acme, with one superseded) after the notifier's cursor: the batch."""
+
+
+def _batch(store: InterruptStore, tag: str, url: str, folder: Path, receiver: Receiver) -> Probe:
+    """Subscriptions whose cursors stand at the log's end (everything before them delivered,
+    or skipped); a batch of events (mints, a superseded one's expiry, an answer to one of
+    the bulk-loaded threads' interrupts) after them; one notifier pass under the probe."""
+    secret = str(write_secret(folder))
+    config = {"subscriptions": [
+        {"name": f"all-{tag}", "webhook": {"url": url, "secret_file": secret}},
+        {"name": f"acme-{tag}", "tenants": ["acme"], "webhook": {"url": url, "secret_file": secret}},
+        {"name": f"named-{tag}", "interrupts": ["wire"], "events": ["interrupt.resumed"],
+         "webhook": {"url": url, "secret_file": secret}},
+    ]}
+    with Notifier(store, config) as notifier:
+        notifier.run_once()  # the cursors, at the log's end
+        before = len(receiver.requests)
+        for k in range(BATCH):
+            store.mint(f"b{tag}-{k}", marker(f"i-b{tag}-{k}", name="wire"), actor="agent", tenant="acme")
+        store.mint(f"b{tag}-0", marker(f"i-b{tag}-x", name="wire"), actor="ceo", tenant="globex")
+        (old,) = store.open_interrupts(f"a{tag}-0000001")
+        store.resume(f"a{tag}-0000001", old["interrupt_id"], {"approved": True}, actor="alice")
+        store.resume(f"b{tag}-1", f"i-b{tag}-1", {"approved": True}, actor="alice")
+        with probe(store) as seen:
+            report = notifier.run_once()
+    delivered = {name.split("-")[0]: t.delivered for name, t in report.subscriptions.items()}
+    assert delivered == {"all": BATCH + 4, "acme": BATCH + 3, "named": 1}, delivered
+    assert len(receiver.requests) - before == 2 * BATCH + 8
+    return seen
+
+
+def test_a_notifier_batch_costs_the_batch_not_the_log_behind_it(
+    store: InterruptStore, tmp_path: Path, receiver: Receiver
+) -> None:
+    """A notifier pass that delivers a batch of ~10 events to three subscriptions (one kept to
+    a tenant, one to a name and a type) after ~120 events already behind their cursors, then
+    after ~12,000: no plan scans the log or the projection, and what the database touches
+    does not grow with the log behind the cursors."""
+    load(store, [ThreadSpec("as", PADDING // 2, 6, "pending", tenant="acme"), ThreadSpec("gs", PADDING // 2, 6, tenant="globex")])
+    small = _batch(store, "s", receiver.url, tmp_path, receiver)
+    load(store, [ThreadSpec("al", PADDING // 2 * SCALE, 6, "pending", tenant="acme"),
+                 ThreadSpec("gl", PADDING // 2 * SCALE, 6, tenant="globex")])
+    large = _batch(store, "l", receiver.url, tmp_path, receiver)
+    assert_bounded(small, large)
