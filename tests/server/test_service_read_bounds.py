@@ -12,9 +12,10 @@ interrupt, the event stream and a notifier batch: tests/store/test_read_bounds.p
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
-from bounded_rig import SCALE, Probe, ThreadSpec, assert_bounded, load, probe
+from bounded_rig import SCALE, Probe, ThreadSpec, assert_bounded, crowded_thread, load, probe
 from langgraph.checkpoint.memory import InMemorySaver
 from native_graphs import Wires, node_graph
 
@@ -132,4 +133,50 @@ def test_a_langgraph_interrupts_answer_reads_the_interrupt_not_the_thread(store:
     earlier history (24 events, then 2,400) is another interrupt's: bounded."""
     small = _native_answer(store, _fixture(store, "t", 1))
     large = _native_answer(store, _fixture(store, "u", SCALE))
+    assert_bounded(small, large)
+
+
+CROWD = 8
+"""Other interrupts of the crowded thread in the small fixture, of each kind (the large one:
+100 times): seed markers escalated and answered, LangGraph interrupts still open."""
+ESCALATING = Policy.from_dict({
+    "approval_required": {"roles": ["finance"], "escalate_after": 60, "escalate_to": ["lead"]},
+    "*": {"roles": ["finance"]},
+})
+
+
+def _crowded(store: InterruptStore, tag: str, scale: int) -> str:
+    thread_id = f"crowd-{tag}"
+    load(store, [ThreadSpec(f"pad-{tag}", PADDING * scale, 6)],
+         extra=crowded_thread(thread_id, CROWD * scale, CROWD * scale, start=datetime.now(UTC)))
+    return thread_id
+
+
+def _crowd_reads(store: InterruptStore, thread_id: str) -> Probe:
+    """One open LangGraph interrupt and the waiting marker shown; the marker answered by a
+    ``lead``, whom the policy admits only because the sweep escalated it."""
+    approvals = Approvals(store, policy=ESCALATING)
+    lead = Principal("lea", frozenset({"lead"}))
+    (marker,) = store.open_interrupts(thread_id, interrupt_id="i-last")
+    digest = interrupt_digest(thread_id, "i-last", marker["payload"])
+    with probe(store) as seen:
+        native = approvals.interrupt(thread_id, f"n-{3:07d}")
+        waiting = approvals.interrupt(thread_id, "i-last")
+        answered = approvals.answer(lead, thread_id, "i-last", {"approved": True}, digest)
+    assert native is not None and native["status"] == "pending" and native["in_progress"] is False
+    assert waiting is not None and waiting["escalated_to"] == ["lead"]
+    assert (answered.status, answered.body["outcome"]) == (200, "resumed"), answered.body
+    return seen
+
+
+def test_a_thread_crowded_with_other_interrupts_costs_one_interrupts_reads_nothing(
+    store: InterruptStore,
+) -> None:
+    """A thread of 8 escalated markers and 8 open LangGraph interrupts, then of 800 and 800:
+    showing one of its open LangGraph interrupts reads that one's row and claim (not the
+    thread's open interrupts), and answering its escalated marker asks whether that marker
+    was escalated (not every escalation of the thread): bounded."""
+    small = _crowd_reads(store, _crowded(store, "s", 1))
+    large = _crowd_reads(store, _crowded(store, "l", SCALE))
+    assert len(store.open_interrupts("crowd-l")) == CROWD * SCALE
     assert_bounded(small, large)
