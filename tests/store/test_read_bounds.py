@@ -12,11 +12,21 @@ of one interrupt and its answers: tests/server/test_read_bounds.py.)
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from bounded_rig import SCALE, Probe, ThreadSpec, assert_bounded, load, native_rows, probe
+from bounded_rig import (
+    SCALE,
+    Probe,
+    ThreadSpec,
+    assert_bounded,
+    crowded_thread,
+    load,
+    native_rows,
+    probe,
+)
 from factories import marker
 from notify_rig import Receiver, http_receiver, write_secret
 
@@ -24,6 +34,8 @@ from symfonic_store import InterruptStore
 from symfonic_store.db.schema import events
 from symfonic_store.notify import Notifier
 from symfonic_store.redaction import visible_events
+from symfonic_store.server.approvals import Approvals
+from symfonic_store.server.principal import Principal
 
 PADDING = 20
 """Threads of the small fixture besides the ones a test reads (the large one: 100 times)."""
@@ -108,11 +120,13 @@ def _last_position(store: InterruptStore) -> int:
 def _stream_page(store: InterruptStore, after: int) -> Probe:
     """A page of the stream after ``after`` (``GET /api/events?after=``, the SSE stream's
     pages: ``store.events(after=, limit=)``), as everyone sees it and as a scoped reader
-    does (the tenants of the page's interrupts looked up, SPEC §15)."""
+    does (the tenants of the page's interrupts looked up, SPEC §15): one kept to acme and
+    the untenanted, and a principal of the service kept to acme (``tenancy.visible_events``)."""
     with probe(store) as seen:
         page = store.events(after=after, limit=PAGE)
         shown = visible_events(store, SCOPE, page)
-    assert len(page) == PAGE and 0 < len(shown) < PAGE
+        acme = Approvals(store).visible_events(Principal("ann", tenants=frozenset({"acme"})), page)
+    assert len(page) == PAGE and 0 < len(acme) < len(shown) < PAGE
     assert page[0].position > after
     return seen
 
@@ -170,6 +184,36 @@ def _batch(store: InterruptStore, tag: str, url: str, folder: Path, receiver: Re
     return seen
 
 
+def _resend(store: InterruptStore, thread_id: str, url: str, folder: Path, receiver: Receiver) -> Probe:
+    """An answer on ``thread_id`` refused by the receiver once -- dead-lettered at once --
+    then sent again by ``retry`` under the probe."""
+    name = f"dead-{thread_id}"
+    config = {"subscriptions": [{"name": name, "retry": {"max_tries": 1},
+                                 "webhook": {"url": url, "secret_file": str(write_secret(folder))}}]}
+    with Notifier(store, config) as notifier:
+        notifier.run_once()  # the cursor, at the log's end
+        (waiting,) = store.open_interrupts(thread_id)
+        store.resume(thread_id, waiting["interrupt_id"], {"approved": True}, actor="alice")
+        receiver.answer = lambda request: 500
+        assert notifier.run_once().subscriptions[name].dead_lettered == 1
+        receiver.answer = lambda request: 200
+        with probe(store) as seen:
+            assert notifier.retry(name).resent == 1
+    return seen
+
+
+def test_a_dead_letter_resent_reads_its_interrupt_not_the_thread(
+    store: InterruptStore, tmp_path: Path, receiver: Receiver
+) -> None:
+    """``retry`` of a dead letter (an answer) on a thread of 24 events, then of 2,400: it
+    finds the event among its interrupt's own events, not the thread's whole history."""
+    load(store, [ThreadSpec("t", 1, HISTORY, "pending")])
+    small = _resend(store, "t-0000000", receiver.url, tmp_path, receiver)
+    load(store, [ThreadSpec("u", 1, HISTORY * SCALE, "pending")])
+    large = _resend(store, "u-0000000", receiver.url, tmp_path, receiver)
+    assert_bounded(small, large)
+
+
 def test_a_notifier_batch_costs_the_batch_not_the_log_behind_it(
     store: InterruptStore, tmp_path: Path, receiver: Receiver
 ) -> None:
@@ -182,4 +226,42 @@ def test_a_notifier_batch_costs_the_batch_not_the_log_behind_it(
     load(store, [ThreadSpec("al", PADDING // 2 * SCALE, 6, "pending", tenant="acme"),
                  ThreadSpec("gl", PADDING // 2 * SCALE, 6, tenant="globex")])
     large = _batch(store, "l", receiver.url, tmp_path, receiver)
+    assert_bounded(small, large)
+
+
+# --- a thread crowded with other interrupts ----------------------------------------------
+
+CROWD = 8
+"""Other interrupts of the crowded thread in the small fixture, of each kind (the large one:
+100 times): seed markers escalated and answered, LangGraph interrupts still open."""
+
+
+def _crowd_answers(store: InterruptStore, thread_id: str) -> Probe:
+    """On a thread crowded with open LangGraph interrupts: one of them read by its key,
+    claimed and confirmed; the waiting marker's graph run claimed (as the service does for
+    a ``--graph`` that waits on it), the marker resumed, the run's claim dropped."""
+    with probe(store) as seen:
+        (one,) = store.open_interrupts(thread_id, interrupt_id=f"n-{3:07d}")
+        assert one["source"] == "langgraph" and "claimed_by" not in one
+        store.claim(thread_id, f"n-{3:07d}", {"ok": True}, actor="alice")
+        assert store.open_interrupts(thread_id, interrupt_id=f"n-{3:07d}")[0]["claimed_by"] == "alice"
+        assert store.confirm(thread_id, f"n-{3:07d}")
+        assert store.open_interrupts(thread_id, interrupt_id=f"n-{3:07d}") == []
+        assert store.claim_marker_run(thread_id, "i-last", {"approved": True}, actor="bob")
+        store.resume(thread_id, "i-last", {"approved": True}, actor="bob")
+        assert store.end_marker_run(thread_id, "i-last")
+    return seen
+
+
+def test_an_answer_on_a_thread_crowded_with_open_interrupts_reads_its_own(store: InterruptStore) -> None:
+    """A LangGraph interrupt's claim and confirm and a seed marker's graph run, on a thread
+    with 8 other open LangGraph interrupts and 8 answered markers, then 800 and 800: each
+    reads its own interrupt's row, claim and events, never the thread's other ones."""
+    now = datetime.now(UTC)
+    load(store, [ThreadSpec("pad-s", PADDING, 6)], extra=crowded_thread("crowd-s", CROWD, CROWD, start=now))
+    small = _crowd_answers(store, "crowd-s")
+    load(store, [ThreadSpec("pad-l", PADDING * SCALE, 6)],
+         extra=crowded_thread("crowd-l", CROWD * SCALE, CROWD * SCALE, start=now))
+    large = _crowd_answers(store, "crowd-l")
+    assert len(store.open_interrupts("crowd-l")) == CROWD * SCALE - 1
     assert_bounded(small, large)
