@@ -91,11 +91,13 @@ def thread_rows(
 
 
 def crowded_thread(
-    thread_id: str, markers: int, natives: int, *, start: datetime, tenant: str | None = None
+    thread_id: str, markers: int, natives: int, *, start: datetime, tenant: str | None = None,
+    stale: int = 0,
 ) -> list[dict[str, Any]]:
     """A thread crowded with other interrupts: ``markers`` seed markers (``i-{k}``) each
     minted, escalated to ``lead`` and resumed; ``natives`` LangGraph interrupts
-    (``n-{k}``) left open; and last a seed marker ``i-last``, escalated, waiting."""
+    (``n-{k}``) left open, the first ``stale`` of them minted two days before ``start``;
+    and last a seed marker ``i-last``, escalated, waiting."""
     at = start.timestamp()
     items: list[tuple[str, str | None, str | None, dict[str, Any]]] = []
     escalation = {"after": 60.0, "to": ["lead"]}
@@ -106,7 +108,10 @@ def crowded_thread(
             (ESCALATED, iid, None, escalation),
             (RESUMED, iid, "bob", {"response": {"approved": True}}),
         ]
-    items += [(MINTED, f"n-{k:07d}", "agent", native_mint(k, at + markers + k)) for k in range(natives)]
+    items += [
+        (MINTED, f"n-{k:07d}", "agent", native_mint(k, at + markers + k - (2 * 86_400 if k < stale else 0)))
+        for k in range(natives)
+    ]
     items += [(MINTED, "i-last", "agent", _marker("i-last", at + markers + natives)),
               (ESCALATED, "i-last", None, escalation)]
     return list(thread_rows(thread_id, items, start=start, tenant=tenant))

@@ -12,7 +12,7 @@ of one interrupt and its answers: tests/server/test_read_bounds.py.)
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -264,4 +264,57 @@ def test_an_answer_on_a_thread_crowded_with_open_interrupts_reads_its_own(store:
          extra=crowded_thread("crowd-l", CROWD * SCALE, CROWD * SCALE, start=now))
     large = _crowd_answers(store, "crowd-l")
     assert len(store.open_interrupts("crowd-l")) == CROWD * SCALE - 1
+    assert_bounded(small, large)
+
+
+# --- sweep batches: the reminders and escalations, and a crowded thread -----------------
+
+CHASING = {"approval_required": {"remind_after": 3_600, "escalate_after": 7_200, "escalate_to": ["lead"]},
+           "approve": {"remind_after": 3_600}}
+
+
+def _chase(store: InterruptStore, tag: str, count: int, now: datetime) -> Probe:
+    """``count`` seed markers and ``count`` LangGraph interrupts open and young; 3 of each
+    two days old: a sweep under a policy that reminds and escalates records 9 chases."""
+    load(store, [ThreadSpec(f"open-{tag}", count, 4, "pending")],
+         extra=list(native_rows(f"nopen-{tag}", count, minted_at=now.timestamp() - 600)))
+    load(store, [ThreadSpec(f"old-{tag}", 3, 4, "pending", stale_every=1)],
+         extra=list(native_rows(f"nold-{tag}", 3, minted_at=(now - timedelta(days=2)).timestamp())))
+    with probe(store) as seen:
+        report = store.sweep(policy=CHASING, batch_size=50)
+    assert (len(report.reminded), len(report.escalated), report.expired) == (6, 3, [])
+    return seen
+
+
+def test_a_chasing_sweep_reads_the_old_interrupts_not_every_open_one(store: InterruptStore) -> None:
+    """A sweep that reminds 6 interrupts and escalates 3 (two days old) among 40 open ones,
+    then among 4,000 (3 more old ones each time): it reads the candidates from the indexes
+    on their age, up to the policy's earliest threshold, never the young ones."""
+    now = datetime.now(UTC)
+    small = _chase(store, "s", PADDING, now)
+    large = _chase(store, "l", PADDING * SCALE, now)
+    assert_bounded(small, large)
+
+
+def _crowd_sweep(store: InterruptStore, thread_id: str) -> Probe:
+    """Two sweeps of a crowded thread whose 3 first LangGraph interrupts are stale: one
+    reminds of them (among the thread's many escalations), one expires them (among its
+    many open interrupts)."""
+    with probe(store) as seen:
+        reminded = store.sweep(policy=CHASING).reminded
+        expired = store.sweep(ttl_seconds=86_400).expired
+    assert [i for t, i, _ in reminded if t == thread_id] == [f"n-{k:07d}" for k in range(3)]
+    assert [i for t, i, _ in expired if t == thread_id] == [f"n-{k:07d}" for k in range(3)]
+    return seen
+
+
+def test_a_sweep_of_a_crowded_thread_reads_what_it_chases_and_expires(store: InterruptStore) -> None:
+    """The sweeps of a thread with 8 answered and escalated markers and 8 open LangGraph
+    interrupts, then 800 and 800 (3 stale each time): whether each stale one is still open,
+    and whether it was chased before, is read by its key, never the thread's others."""
+    now = datetime.now(UTC)
+    load(store, extra=crowded_thread("crowd-s", CROWD, CROWD, start=now, stale=3))
+    small = _crowd_sweep(store, "crowd-s")
+    load(store, extra=crowded_thread("crowd-l", CROWD * SCALE, CROWD * SCALE, start=now, stale=3))
+    large = _crowd_sweep(store, "crowd-l")
     assert_bounded(small, large)
