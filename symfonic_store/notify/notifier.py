@@ -495,7 +495,9 @@ class Notifier:
         resent = failed = 0
         try:
             for letter in self._read(ledger.dead_letters, name=name):
-                event = next((e for e in self.store.history(letter.thread_id) if e.position == letter.position), None)
+                # Its interrupt's own events when it has one, not the thread's whole history.
+                events = self.store.history(letter.thread_id, interrupt_id=letter.interrupt_id)
+                event = next((e for e in events if e.position == letter.position), None)
                 if event is None:  # archived since: nothing left to send
                     continue
                 within = self._lease_for_send(sub)

@@ -304,10 +304,7 @@ class Approvals:
             events=[e.as_dict() for e in events],
         )
         if ending is None and is_native_mint(data):
-            opened = next(
-                (o for o in self.store.open_interrupts(thread_id) if o["interrupt_id"] == interrupt_id),
-                {},
-            )
+            opened = next(iter(self.store.open_interrupts(thread_id, interrupt_id=interrupt_id)), {})
             claimed = opened.get("claimed_by")
             view["in_progress"] = claimed is not None
             view["claimed_by"] = claimed
@@ -342,7 +339,10 @@ class Approvals:
         """Has the sweep escalated this interrupt, where the policy lets that matter?"""
         if self.policy is None or not self.policy.escalates(name):
             return False
-        return any(e["interrupt_id"] == interrupt_id for e in self.store.escalations([thread_id]))
+        # The interrupt's own events, not every escalation of the thread (SPEC §17).
+        return any(
+            e.type == ESCALATED for e in self.store.history(thread_id, interrupt_id=interrupt_id)
+        )
 
     def refusal(
         self, principal: Principal, name: str | None, requester: str | None, *, escalated: bool = False

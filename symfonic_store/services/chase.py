@@ -24,8 +24,8 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from ..db.statements.chase import chase_candidates, chased_on_thread, escalations
-from ..db.statements.native import open_rows
+from ..db.statements.chase import ChaseKey, chase_candidates, chased_on, escalations
+from ..db.statements.native import open_row
 from ..events import ESCALATED, REMINDED
 from ..policy import Policy
 from ..protocol import ttl_passed
@@ -81,7 +81,7 @@ def due(row: dict[str, Any], policy: Policy, now: float) -> list[Due]:
 @dataclass(slots=True)
 class ChasePage:
     due: list[Due]
-    last_key: tuple[str, str] | None
+    last_key: ChaseKey | None
     """The keyset cursor of the next page; None when there is nothing further."""
 
 
@@ -90,7 +90,7 @@ def chase_page(
     *,
     policy: Policy,
     native: bool,
-    after: tuple[str, str],
+    after: ChaseKey | None,
     limit: int,
     thread_ids: Sequence[str] | None,
     skip: Collection[tuple[str, str]] = (),
@@ -109,7 +109,11 @@ def chase_page(
         d for row in rows if (row["thread_id"], row["interrupt_id"]) not in skip
         for d in due(row, policy, now)
     ]
-    last = (str(rows[-1]["thread_id"]), str(rows[-1]["interrupt_id"])) if len(rows) == limit else None
+    last = (
+        (float(rows[-1]["since"]), str(rows[-1]["thread_id"]), str(rows[-1]["interrupt_id"]))
+        if len(rows) == limit
+        else None
+    )
     return ChasePage(found, last)
 
 
@@ -123,12 +127,13 @@ def record(conn: Connection, items: Sequence[Due], *, native: bool) -> list[Due]
     writers: list[ThreadWriter] = []
     for thread_id in sorted(by_thread):  # one lock order for every sweep
         w = ThreadWriter(conn, thread_id)
-        if native:
-            still_open = {str(r["interrupt_id"]) for r in open_rows(conn, thread_id)}
+        wanted = sorted({d.interrupt_id for d in by_thread[thread_id]})
+        if native:  # by their keys: the thread's other open interrupts cost nothing
+            still_open = {i for i in wanted if open_row(conn, thread_id, i) is not None}
         else:
             pending = w.state.pending_interrupt_id
             still_open = set() if pending is None else {str(pending)}
-        done = chased_on_thread(conn, thread_id)
+        done = chased_on(conn, thread_id, wanted)
         for d in by_thread[thread_id]:
             if d.interrupt_id not in still_open or (d.interrupt_id, d.type) in done:
                 continue

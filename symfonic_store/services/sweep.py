@@ -43,7 +43,7 @@ from typing import Any, Final
 
 from sqlalchemy.engine import Connection
 
-from ..db.statements.native import OpenKey, claim_rows, open_rows, stale_open_interrupts
+from ..db.statements.native import OpenKey, claim_row, open_row, stale_open_interrupts
 from ..db.statements.threads import TtlKey, run_moved_on_threads, ttl_threads
 from ..db.statements.wakeups import (
     claim_wakeups,
@@ -250,7 +250,6 @@ def sweep_native_batch(
     )
     expired: list[Expiry] = []
     writers: dict[str, ThreadWriter] = {}
-    still_open: dict[str, set[str]] = {}
     owed: list[dict[str, Any]] = []
     to_wake: list[Expiry] = []
     for row in rows:
@@ -261,13 +260,12 @@ def sweep_native_batch(
             continue
         w = writers.get(row["thread_id"])
         if w is None:
-            # The thread's lock decides (as for every append); what is still open is
-            # read under it, so a concurrent sweep or answer is never expired over.
+            # The thread's lock decides (as for every append); whether the interrupt is
+            # still open is read under it (by its key: the thread's other open interrupts
+            # cost nothing), so a concurrent sweep or answer is never expired over.
             w = writers[row["thread_id"]] = ThreadWriter(conn, row["thread_id"])
-            still_open[row["thread_id"]] = {
-                r["interrupt_id"] for r in open_rows(conn, row["thread_id"])
-            } - set(claim_rows(conn, row["thread_id"]))
-        if row["interrupt_id"] not in still_open[row["thread_id"]]:
+        key = (conn, row["thread_id"], row["interrupt_id"])
+        if open_row(*key) is None or claim_row(*key) is not None:
             expired.pop()
             continue
         event = w.append(

@@ -391,7 +391,7 @@ def record_task_writes(
         )
         if target is not None:
             interrupt_id = target["interrupt_id"]
-            held = claim_rows(conn, thread_id).get(interrupt_id)
+            held = claim_row(conn, thread_id, interrupt_id)
             if held is not None:
                 if record["error"] is None:  # the gateway's answer, consumed
                     delete_claim(conn, thread_id, interrupt_id)

@@ -26,7 +26,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from ..db.statements.log import was_minted
-from ..db.statements.native import claim_rows, delete_claim, insert_claim
+from ..db.statements.native import claim_row, delete_claim, insert_claim
 from ..errors import InterruptInProgressError, UnknownInterruptError
 from .append import Refusal, ThreadWriter
 from .lifecycle import Answer
@@ -50,7 +50,7 @@ def claim_run(
     answer = Answer(w, interrupt_id, response, actor, data={"via": "service"})
     if not w.existed or not was_minted(conn, thread_id, interrupt_id):
         raise answer.error(UnknownInterruptError, f"{answer.where} is unknown: nothing was minted with that id")
-    held = claim_rows(conn, thread_id).get(interrupt_id)
+    held = claim_row(conn, thread_id, interrupt_id)
     now = time.time()
     if held is not None:
         if not is_marker_run(held) or held["claimed_at"] >= now - lease_seconds:
@@ -76,7 +76,7 @@ def claim_run(
 
 def end_run(conn: Connection, thread_id: str, interrupt_id: str) -> bool:
     """Drop the marker's claim once its graph returned; False when none is held."""
-    held = claim_rows(conn, thread_id).get(interrupt_id)
+    held = claim_row(conn, thread_id, interrupt_id)
     if held is None or not is_marker_run(held):
         return False
     delete_claim(conn, thread_id, interrupt_id)

@@ -23,7 +23,7 @@ from ..db.statements.log import (
     read_page,
     thread_events_query,
 )
-from ..db.statements.native import claim_rows, open_rows, read_open_interrupts
+from ..db.statements.native import claim_row, claim_rows, open_row, open_rows, read_open_interrupts
 from ..db.statements.tenants import Scope, mint_tenants, scope_of
 from ..db.statements.threads import load_thread, pending_threads
 from ..errors import InvalidInputError
@@ -239,8 +239,12 @@ class ReadOps(Settings):
         found: dict[tuple[str, str], str | None] = yield Op(run, write=False)
         return found
 
-    def open_interrupts(self, thread_id: str) -> Plan[list[dict[str, Any]]]:
-        """Everything the thread waits on, oldest first: the seed marker and LangGraph's own.
+    def open_interrupts(
+        self, thread_id: str, *, interrupt_id: str | None = None
+    ) -> Plan[list[dict[str, Any]]]:
+        """Everything the thread waits on, oldest first: the seed marker and LangGraph's own;
+        with ``interrupt_id``, only that interrupt, if it is open (read by its key: the
+        thread's other open interrupts cost nothing).
 
         Each is a dict with ``thread_id``, ``interrupt_id``, ``name``, ``payload``,
         ``minted_at`` (Unix seconds) and ``source`` (``"marker"`` or ``"langgraph"``);
@@ -250,13 +254,14 @@ class ReadOps(Settings):
         ``claimed_at`` (Unix seconds).
         """
         t = validation.required_id(thread_id, "thread_id")
+        only = None if interrupt_id is None else validation.required_id(interrupt_id, "interrupt_id")
 
         def run(conn: Connection) -> list[dict[str, Any]]:
             thread = load_thread(conn, t, for_update=False)
             if thread is None:
                 return []
             items = []
-            if thread.pending is not None:
+            if thread.pending is not None and only in (None, thread.pending_interrupt_id):
                 items.append(
                     {
                         "thread_id": t,
@@ -267,8 +272,13 @@ class ReadOps(Settings):
                         "source": MARKER_SOURCE,
                     }
                 )
-            claims = claim_rows(conn, t)
-            for row in open_rows(conn, t):
+            if only is None:
+                claims, rows = claim_rows(conn, t), open_rows(conn, t)
+            else:
+                one, claim = open_row(conn, t, only), claim_row(conn, t, only)
+                claims = {} if claim is None else {only: claim}
+                rows = [] if one is None else [one]
+            for row in rows:
                 item = _native_open(row)
                 held = claims.get(row["interrupt_id"])
                 if held is not None:

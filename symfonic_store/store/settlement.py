@@ -32,7 +32,7 @@ from sqlalchemy.engine import Connection
 
 from ..db.rows import EVENT_COLUMNS, to_event
 from ..db.schema import events as events_table
-from ..db.statements.native import claim_rows, delete_claim, open_rows, stale_claims
+from ..db.statements.native import claim_row, delete_claim, open_row, stale_claims
 from ..decisions import decide_unrefusable
 from ..errors import InvalidInputError
 from ..events import RESUME_REJECTED, RESUMED, StoredEvent
@@ -47,7 +47,7 @@ interrupt's claim holds its answer's decision there."""
 
 
 def is_marker_run(held: dict[str, Any]) -> bool:
-    """Is the claim ``held`` (a ``claim_rows`` value) a seed marker's run?"""
+    """Is the claim ``held`` (a ``claim_row`` value) a seed marker's run?"""
     return held.get("decided") == MARKER_RUN
 
 
@@ -125,7 +125,7 @@ def lapsed_claims(
     for thread_id, interrupt_id in stale_claims(
         conn, claimed_before=claimed_before, thread_ids=thread_ids
     ):
-        held = claim_rows(conn, thread_id).get(interrupt_id)
+        held = claim_row(conn, thread_id, interrupt_id)
         if held is None or is_marker_run(held):
             continue
         if unknown_record(conn, thread_id, interrupt_id, held) is None:
@@ -143,7 +143,7 @@ def mark_unknown(
         conn, claimed_before=claimed_before, thread_ids=thread_ids
     ):
         w = ThreadWriter(conn, thread_id)  # the thread's lock, then read again under it
-        held = claim_rows(conn, thread_id).get(interrupt_id)
+        held = claim_row(conn, thread_id, interrupt_id)
         if held is None or held["claimed_at"] >= claimed_before:
             continue  # settled (or claimed anew) meanwhile
         if unknown_record(conn, thread_id, interrupt_id, held) is not None:
@@ -173,14 +173,14 @@ def settle(
     """An operator says what became of an answer whose outcome is unknown."""
     where = f"interrupt {interrupt_id!r} on thread {thread_id!r}"
     w = ThreadWriter(conn, thread_id)
-    held = claim_rows(conn, thread_id).get(interrupt_id) if w.existed else None
+    held = claim_row(conn, thread_id, interrupt_id) if w.existed else None
     if held is None or unknown_record(conn, thread_id, interrupt_id, held) is None:
         raise InvalidInputError(
             "interrupt_id",
             f"{where} has no answer of unknown outcome to settle (only a claim a sweep "
             "recorded as outcome_unknown is settled); nothing was written",
         )
-    row = next((r for r in open_rows(conn, thread_id) if r["interrupt_id"] == interrupt_id), None)
+    row = open_row(conn, thread_id, interrupt_id)
     delete_claim(conn, thread_id, interrupt_id)
     if outcome == "taken":
         if row is None:  # pragma: no cover - a held interrupt is neither expired nor superseded

@@ -9,6 +9,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .. import validation
+from ..db.statements.chase import ChaseKey
 from ..errors import (
     InvalidInputError,
     SweepIncompleteError,
@@ -190,7 +191,7 @@ def _chase(
     what it would expire."""
     skip = {(t, i) for t, i, _ in report.expired} if dry_run else set()
     for native in (False, True):
-        after = ("", "")
+        after: ChaseKey | None = None
         while True:
             page: chase_service.ChasePage = yield Op(
                 partial(

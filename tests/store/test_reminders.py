@@ -333,7 +333,7 @@ def test_a_page_read_before_another_sweep_wrote_records_nothing_twice(
     policy = Policy.from_dict(POLICY)
     with store.engine.connect() as conn:
         page = run_write(conn, partial(
-            chase_service.chase_page, policy=policy, native=False, after=("", ""), limit=10,
+            chase_service.chase_page, policy=policy, native=False, after=None, limit=10,
             thread_ids=None,
         ))
     assert len(page.due) == 4

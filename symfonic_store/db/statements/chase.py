@@ -11,7 +11,6 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ...events import ESCALATED, REMINDED
-from ..executor import executor_for
 from ..schema import events, open_interrupts, threads
 
 CHASES = (REMINDED, ESCALATED)
@@ -26,12 +25,16 @@ def _chased(kind: str, thread_id: Any, interrupt_id: Any) -> sa.ColumnElement[bo
     )
 
 
+ChaseKey = tuple[float, str, str]
+"""A candidate's place in the chase's order: ``(since, thread_id, interrupt_id)``."""
+
+
 def chase_candidates(
     conn: Connection,
     *,
     native: bool,
     cutoff: float,
-    after: tuple[str, str],
+    after: ChaseKey | None,
     limit: int,
     thread_ids: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
@@ -40,8 +43,12 @@ def chase_candidates(
 
     Dicts of ``thread_id``, ``interrupt_id``, ``name``, ``since`` (what the age counts
     from: the marker's ``pending_since``, the interrupt's ``minted_at``), ``reminded``
-    and ``escalated`` (has it been?). Keyset-paged on ``(thread_id, interrupt_id)``. Not
-    locked: the sweep takes each thread's lock and decides again under it.
+    and ``escalated`` (has it been?). Keyset-paged on ``(since, thread_id,
+    interrupt_id)``, oldest first, after ``after`` (None: from the oldest), read from the
+    index on ``since`` up to the cutoff (``ix_symfonic_threads_pending_since``,
+    ``ix_symfonic_open_interrupts_minted_at``, as the TTL sweep reads them): the open
+    interrupts younger than the cutoff are never read (SPEC §17). Not locked: the sweep
+    takes each thread's lock and decides again under it.
     """
     if native:
         t, i = open_interrupts.c.thread_id, open_interrupts.c.interrupt_id
@@ -61,11 +68,12 @@ def chase_candidates(
     ).where(since < cutoff)
     if not native:
         query = query.where(i.is_not(None))
-    query = (
-        query.where(sa.tuple_(t, i) > sa.tuple_(sa.literal(after[0]), sa.literal(after[1])))
-        .order_by(t, i)
-        .limit(limit)
-    )
+    if after is not None:
+        at, thread_id, interrupt_id = after
+        query = query.where(since >= at).where(
+            sa.or_(since > at, sa.tuple_(t, i) > sa.tuple_(sa.literal(thread_id), sa.literal(interrupt_id)))
+        )
+    query = query.order_by(since, t, i).limit(limit)
     if thread_ids is not None:
         query = query.where(t.in_(thread_ids))
     return [
@@ -74,16 +82,19 @@ def chase_candidates(
     ]
 
 
-_CHASED_ON_THREAD = (
-    sa.select(events.c.interrupt_id, events.c.type)
-    .where(events.c.thread_id == sa.bindparam("t"))
-    .where(sa.or_(*(events.c.type == kind for kind in CHASES)))
-)
-
-
-def chased_on_thread(conn: Connection, thread_id: str) -> set[tuple[str, str]]:
-    """``(interrupt_id, type)`` of the thread's reminders and escalations so far."""
-    return {(str(r[0]), str(r[1])) for r in executor_for(conn).fetch(conn, _CHASED_ON_THREAD, {"t": thread_id})}
+def chased_on(conn: Connection, thread_id: str, interrupt_ids: Sequence[str]) -> set[tuple[str, str]]:
+    """``(interrupt_id, type)`` of the reminders and escalations so far of these interrupts
+    of the thread, read through their own events (not every chase of the thread)."""
+    if not interrupt_ids:
+        return set()
+    query = (
+        sa.select(events.c.interrupt_id, events.c.type)
+        .where(events.c.thread_id == thread_id)
+        # Plain binds, one per interrupt (no expanding IN): fixed SQL for every executor.
+        .where(sa.or_(*(events.c.interrupt_id == sa.literal(i, sa.String()) for i in interrupt_ids)))
+        .where(sa.or_(*(events.c.type == kind for kind in CHASES)))
+    )
+    return {(str(r[0]), str(r[1])) for r in conn.execute(query)}
 
 
 def escalations(conn: Connection, thread_ids: Sequence[str]) -> list[dict[str, Any]]:
