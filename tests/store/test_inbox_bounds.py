@@ -156,3 +156,82 @@ def test_0023_indexes_the_names_of_the_interrupts_already_open(engine: Engine, d
             after = store.list_pending(name="approve") + store.list_pending(name="approval_required")
             assert after == before
             assert [p["name"] for p in store.list_pending(name="other")] == ["other"] * 5
+
+
+# --- the tenant scope and the assignment filter (migration 0024) ------------------------
+
+SCOPE = frozenset({"acme", None})
+"""A principal's scope: one tenant, and the interrupts minted without one."""
+
+
+def _fill_tenant(store: InterruptStore, prefix: str, count: int, base: float, tenant: str,
+                 principal: str, role: str) -> None:
+    """``count`` pending markers of ``tenant`` minted from ``base``, then ``count`` open
+    LangGraph interrupts of it assigned to ``principal`` and ``count`` assigned to ``role``
+    (``role:<name>``), among each other in minting order."""
+    load(
+        store,
+        [ThreadSpec(f"{prefix}m", count, 2, ending="pending", tenant=tenant)],
+        start=datetime.fromtimestamp(base, UTC),
+        extra=[
+            *native_rows(f"{prefix}p", count, minted_at=base + 100, tenant=tenant, assigned_to=principal),
+            *native_rows(f"{prefix}r", count, minted_at=base + 100, tenant=tenant, assigned_to=role),
+        ],
+    )
+
+
+def _scoped_reads(store: InterruptStore) -> dict[str, Callable[[], Any]]:
+    inbox = Approvals(store).inbox
+    after = inbox(scope=SCOPE, limit=5)["next"]
+    assigned = inbox(assigned_to="bob", limit=5)["next"]
+    assert after is not None and assigned is not None
+    return {
+        "scope": lambda: inbox(scope=SCOPE, limit=PAGE),
+        "scope after": lambda: inbox(scope=SCOPE, limit=PAGE, after=after),
+        "one tenant": lambda: inbox(scope=frozenset({"acme"}), limit=PAGE),
+        "assigned": lambda: inbox(assigned_to="bob", limit=PAGE),
+        "assigned after": lambda: inbox(assigned_to="bob", limit=PAGE, after=assigned),
+        "assigned role": lambda: inbox(assigned_to="role:finance", limit=PAGE),
+        "assigned in scope": lambda: inbox(assigned_to="bob", scope=SCOPE, limit=PAGE),
+    }
+
+
+def _measure_pages(store: InterruptStore) -> dict[str, tuple[Probe, list[Any]]]:
+    measured = {}
+    for name, read in _scoped_reads(store).items():
+        with probe(store) as seen:
+            page = read()
+        assert page["items"], name
+        measured[name] = (seen, [(i["thread_id"], i["interrupt_id"]) for i in page["items"]])
+    return measured
+
+
+def test_a_scoped_or_assigned_page_touches_no_more_with_100_times_more_of_other_tenants(
+    store: InterruptStore,
+) -> None:
+    """A tenant scope (one tenant and the untenanted: a keyset branch each; one tenant) and
+    the assignment filter (a principal, a role, later pages, within a scope) on ~90 open
+    interrupts of one tenant, then with 100 times more of another tenant minted before
+    and among them, assigned to others: the same pages, no plan scans the log or the
+    projection, and the database touches no more (SQLite: VM steps; PostgreSQL: rows and
+    buffers), but for a B-tree level."""
+    base = time.time() - 86_400
+    _fill_tenant(store, "s-", COUNT, base, "acme", "bob", "role:finance")
+    for n in range(5):  # markers assigned through the store, as the service assigns them
+        store.assign(f"s-m-{n:07d}", _pending_id(store, f"s-m-{n:07d}"), to="bob", actor="lead")
+    small = _measure_pages(store)
+    many = COUNT * SCALE
+    load(store, [ThreadSpec("z-b", many, 2, ending="pending", tenant="zeta")],
+         start=datetime.fromtimestamp(base - 10_000, UTC),
+         extra=list(native_rows("z-o", many, minted_at=base - 5_000, tenant="zeta", assigned_to="carol")))
+    _fill_tenant(store, "z-", many, base, "zeta", "carol", "role:ops")
+    large = _measure_pages(store)
+    for name, (probed, page) in small.items():
+        assert large[name][1] == page, name
+        _assert_bounded(probed, large[name][0])
+
+
+def _pending_id(store: InterruptStore, thread_id: str) -> str:
+    pending = store.pending(thread_id)
+    assert pending is not None
+    return str(pending["interrupt_id"])

@@ -186,8 +186,10 @@ def open_interrupts_query(
         query = query.where(c.thread_id == thread)
     if name is not None:
         query = query.where(c.name == name)
-    if assigned_to is not None:
-        query = query.where(c.assigned_to == assigned_to)
+    if assigned_to is not None:  # in the index's order (see :func:`scoped_page`)
+        query = query.where(c.assigned_to == assigned_to).order_by(None).order_by(
+            c.assigned_to, c.minted_at, c.thread_id, c.interrupt_id
+        )
     if after is not None:
         query = query.where(sa.tuple_(c.minted_at, c.thread_id, c.interrupt_id) > sa.tuple_(*after))
     if limit is not None:

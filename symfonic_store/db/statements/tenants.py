@@ -28,20 +28,28 @@ def scope_of(tenants: Iterable[str | None] | None) -> Scope:
 
 def in_scope(tenant: Any, scope: Scope) -> sa.ColumnElement[bool] | None:
     """A condition keeping the rows whose ``tenant`` column is in ``scope`` (None: no
-    condition)."""
+    condition), beside a filter with an index of its own (a thread, a name, an assignee).
+
+    Spelled on ``COALESCE(tenant, '')`` (a tenant is never empty), which no index serves:
+    the planner then walks the other filter's index in the page's order and stops at the
+    page, instead of intersecting it with every entry of the scope's tenants and sorting."""
     if scope is None:
         return None
-    terms = _terms(tenant, scope)
+    terms = _terms(sa.func.coalesce(tenant, ""), scope, none="")
     return sa.or_(*terms) if terms else sa.false()
 
 
-def _terms(tenant: Any, scope: frozenset[str | None]) -> list[sa.ColumnElement[bool]]:
+def _terms(
+    tenant: Any, scope: frozenset[str | None], *, none: str | None = None
+) -> list[sa.ColumnElement[bool]]:
+    """One condition per tenant of ``scope``; ``None`` in it: ``tenant IS NULL``, or
+    ``tenant = none`` where the column expression spells no tenant so."""
     # Plain binds, one per tenant (no expanding IN): every executor compiles fixed SQL.
     terms: list[sa.ColumnElement[bool]] = [
         tenant == sa.literal(t, sa.String()) for t in sorted(t for t in scope if t is not None)
     ]
     if None in scope:
-        terms.append(tenant.is_(None))
+        terms.append(tenant.is_(None) if none is None else tenant == sa.literal(none, sa.String()))
     return terms
 
 
@@ -57,9 +65,16 @@ def scoped_page(
     if scope is None:
         return query
     terms = _terms(tenant, scope)
-    if len(terms) <= 1:
-        return query.where(terms[0] if terms else sa.false())
-    merged = sa.union_all(*(sa.select(query.where(t).subquery()) for t in terms)).subquery("scoped")
+    if not terms:
+        return query.where(sa.false())
+    # Each branch in the index's own order, its tenant first: the same order for one
+    # tenant, and PostgreSQL then reads the index in order for ``tenant IS NULL`` too
+    # (which it does not take for an equality that fixes the leading column).
+    order = (tenant, *(query.selected_columns[k] for k in keys))
+    branches = [query.where(t).order_by(None).order_by(*order) for t in terms]
+    if len(branches) == 1:
+        return branches[0]
+    merged = sa.union_all(*(sa.select(b.subquery()) for b in branches)).subquery("scoped")
     page = sa.select(merged).order_by(*(merged.c[k] for k in keys))
     return page if limit is None else page.limit(limit)
 

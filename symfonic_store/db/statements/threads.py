@@ -200,8 +200,10 @@ def pending_threads_query(
         query = query.where(threads.c.thread_id == thread)
     if name is not None:
         query = query.where(MarkerName(threads.c.pending) == name)
-    if assigned_to is not None:
-        query = query.where(threads.c.assigned_to == assigned_to)
+    if assigned_to is not None:  # in the index's order (see :func:`scoped_page`)
+        query = query.where(threads.c.assigned_to == assigned_to).order_by(None).order_by(
+            threads.c.assigned_to, threads.c.pending_since, threads.c.thread_id
+        )
     if after is not None:
         query = query.where(
             sa.tuple_(threads.c.pending_since, threads.c.thread_id) > sa.tuple_(*after)
