@@ -22,7 +22,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import factories
 import pytest
+import sqlalchemy as sa
 from bounded_rig import SCALE, Probe, ThreadSpec, assert_bounded, load, native_rows, probe
 from migration_rig import migrate
 from sqlalchemy.engine import Engine
@@ -235,3 +237,72 @@ def _pending_id(store: InterruptStore, thread_id: str) -> str:
     pending = store.pending(thread_id)
     assert pending is not None
     return str(pending["interrupt_id"])
+
+
+SCOPE_INDEXES = {
+    "ix_symfonic_threads_pending_tenant", "ix_symfonic_threads_pending_assignee",
+    "ix_symfonic_open_interrupts_tenant", "ix_symfonic_open_interrupts_assignee",
+}
+
+
+def _scope_columns(engine: Engine) -> list[tuple[Any, ...]]:
+    """Every projection row's key with its ``tenant`` and ``assigned_to``."""
+    with engine.connect() as conn:
+        return [tuple(r) for r in conn.exec_driver_sql(
+            "SELECT thread_id, pending_interrupt_id, tenant, assigned_to FROM symfonic_threads"
+            " UNION ALL SELECT thread_id, interrupt_id, tenant, assigned_to FROM symfonic_open_interrupts"
+            " ORDER BY 1, 2"
+        )]
+
+
+def _scoped_pages(store: InterruptStore) -> list[list[tuple[str, str]]]:
+    reads = [
+        store.list_pending(tenants={"acme"}), store.list_pending(tenants={"acme", None}),
+        store.list_pending(tenants={None}), store.list_pending(assigned_to="bob"),
+        store.list_pending(assigned_to="role:finance"),
+        store.list_pending(tenants={"zeta"}, assigned_to="carol"),
+    ]
+    return [[(p["thread_id"], p["interrupt_id"]) for p in page] for page in reads]
+
+
+def test_0024_fills_the_tenant_and_assignee_of_the_interrupts_already_open(engine: Engine, db_url: str) -> None:
+    """A populated store (tenants, assignments and reassignments of markers and LangGraph
+    interrupts, some answered) taken down to 0023 (no such columns, as the release before
+    has it) and up again, twice: the columns are filled from the log as the writers fill
+    them, the indexes are there, the scoped and assigned pages are the same; and a mint
+    after the upgrade writes its tenant (on PostgreSQL through the replaced one-call
+    append)."""
+    migrate(engine, "up", "head")
+    base = time.time() - 3_600
+    with InterruptStore(db_url) as store:
+        _fill_tenant(store, "p-", 5, base, "acme", "bob", "role:finance")
+        load(store, [ThreadSpec("q-m", 5, 2, ending="pending")], start=datetime.fromtimestamp(base, UTC),
+             extra=list(native_rows("q-z", 5, minted_at=base + 50, tenant="zeta", assigned_to="carol")))
+        for n in range(3):
+            thread = f"p-m-{n:07d}"
+            store.assign(thread, _pending_id(store, thread), to="dan", actor="lead")
+            store.assign(thread, _pending_id(store, thread), to="finance", kind="role", actor="lead")
+        store.assign("p-p-0000000", "n-0000000", to="erin", actor="lead")  # reassigned from bob
+        store.resume("p-m-0000004", _pending_id(store, "p-m-0000004"), {"ok": True}, actor="bob")
+        before = _scope_columns(engine)
+        pages = _scoped_pages(store)
+    assert ("p-p-0000000", "n-0000000", "acme", "erin") in before
+    assert ("p-m-0000000", _pending_of(before, "p-m-0000000"), "acme", "role:finance") in before
+    assert all(len(page) > 0 for page in pages), pages
+    for _ in range(2):
+        migrate(engine, "down", "0023_inbox_pages")
+        assert not SCOPE_INDEXES & _indexes(engine)
+        with engine.connect() as conn:
+            assert "assigned_to" not in {c["name"] for c in sa.inspect(conn).get_columns("symfonic_threads")}
+        migrate(engine, "up", "head")
+        assert SCOPE_INDEXES <= _indexes(engine)
+        assert _scope_columns(engine) == before
+        with InterruptStore(db_url) as store:
+            assert _scoped_pages(store) == pages
+    with InterruptStore(db_url) as store:
+        store.mint("p-new", factories.marker(), tenant="acme")
+        assert [p["thread_id"] for p in store.list_pending(tenants={"acme"})][-1] == "p-new"
+
+
+def _pending_of(rows: list[tuple[Any, ...]], thread_id: str) -> Any:
+    return next(r[1] for r in rows if r[0] == thread_id)
