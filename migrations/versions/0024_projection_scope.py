@@ -25,8 +25,8 @@ and four indexes page on them in the inbox's order:
 The upgrade adds the columns, fills them from the log for the interrupts open now (the
 mint's tenant through its unique index, the latest assignment through the interrupt's
 index), and builds the indexes, unless an operator built them beforehand (e.g. with
-``CREATE INDEX CONCURRENTLY`` on a large PostgreSQL table, once the columns exist: see
-docs/operations.md). On PostgreSQL the one-call append (``symfonic_append``) names the
+``CREATE INDEX CONCURRENTLY`` on a large PostgreSQL table, after adding the columns by
+hand, which the upgrade then finds there too: see docs/operations.md). On PostgreSQL the one-call append (``symfonic_append``) names the
 thread row's columns it writes: it is replaced by one that writes both, and its
 ``search_path`` pinned again. The downgrade restores the function of ``0019_tenants`` and
 drops the indexes and the columns (the log keeps what they said).
@@ -196,8 +196,12 @@ def upgrade() -> None:
     bind = op.get_bind()
     sqlite = bind.dialect.name == "sqlite"
     for table in TABLES:
-        op.add_column(table, sa.Column("tenant", sa.String(255), nullable=True))
-        op.add_column(table, sa.Column("assigned_to", sa.Text(), nullable=True))
+        # An operator may have added them beforehand, to build the indexes CONCURRENTLY.
+        there = {c["name"] for c in sa.inspect(bind).get_columns(table)}
+        if "tenant" not in there:
+            op.add_column(table, sa.Column("tenant", sa.String(255), nullable=True))
+        if "assigned_to" not in there:
+            op.add_column(table, sa.Column("assigned_to", sa.Text(), nullable=True))
     op.execute(_backfill("symfonic_threads", "pending_interrupt_id", PENDING, sqlite))
     op.execute(_backfill("symfonic_open_interrupts", "interrupt_id", "1 = 1", sqlite))
     # An operator may have built them beforehand, CONCURRENTLY (docs/operations.md).
