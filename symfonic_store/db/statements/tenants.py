@@ -3,8 +3,9 @@
 The tenant is a column of the ``interrupt.minted`` event (``symfonic_events.tenant``,
 migration ``0019_tenants``), found from any row naming ``(thread_id, interrupt_id)``
 through the mint's unique index, and of the projection's rows of open interrupts (since
-``0024_projection_scope``), which the inbox's pages read. A *scope* is the set of tenants a read may show, ``None``
-in it standing for the interrupts minted without a tenant; a scope of ``None`` shows all.
+``0024_projection_scope``), which the inbox's pages read. A *scope* is the set of tenants
+a read may show, ``None`` in it standing for the interrupts minted without a tenant; a
+scope of ``None`` shows all.
 """
 
 from __future__ import annotations
@@ -67,9 +68,9 @@ def scoped_page(
     terms = _terms(tenant, scope)
     if not terms:
         return query.where(sa.false())
-    # Each branch in the index's own order, its tenant first: the same order for one
-    # tenant, and PostgreSQL then reads the index in order for ``tenant IS NULL`` too
-    # (which it does not take for an equality that fixes the leading column).
+    # Each branch in the index's own order, its tenant first: the same rows in the same
+    # order, and PostgreSQL then walks the index in order for ``tenant IS NULL`` too (its
+    # planner takes an equality, not IS NULL, as fixing the leading column).
     order = (tenant, *(query.selected_columns[k] for k in keys))
     branches = [query.where(t).order_by(None).order_by(*order) for t in terms]
     if len(branches) == 1:
