@@ -10,8 +10,9 @@ instead of naming types one by one:
 - ``opens``: the mint -- a seed marker's becomes the pending marker, a LangGraph
   interrupt's opens it (SPEC §8);
 - ``run_id``: the projected ``run_id`` is the latest non-null one of these types (I6);
-- ``fold``: any other change the type makes to a thread's state (none of the built-in
-  types has one; the SQL fold in ``db/statements/projection.py`` knows only the three roles above);
+- ``fold``: any other change the type makes to a thread's state (of the built-in types,
+  ``interrupt.assigned``'s: the interrupt's ``assigned_to``; its SQL twin in
+  ``db/statements/projection.py`` reads the latest assignment);
 - ``audit``: the values of its audit columns (:mod:`symfonic_store.audit_columns`);
 - ``label``, ``summary``, ``detail``: how the inbox's timeline shows it (``describe``
   overrides the summary line); the metrics count every registered type by its name.
@@ -229,6 +230,22 @@ def _resumed_line(data: Data) -> tuple[str, str]:
     return what, tone
 
 
+def assignee_of(data: Data) -> str:
+    """An ``interrupt.assigned`` event's assignee as the API shows it: the principal, or
+    ``role:<name>`` (the projection's ``assigned_to``)."""
+    return f"role:{data.get('to')}" if data.get("kind") == "role" else str(data.get("to"))
+
+
+def assign(state: ThreadState, event: EventLike) -> None:
+    """The fold of ``interrupt.assigned``: the interrupt's latest assignment stands (the
+    pending marker's, or an open LangGraph interrupt's the state holds)."""
+    shown = assignee_of(event.data)
+    if state.pending is not None and state.pending_interrupt_id == event.interrupt_id:
+        state.assigned_to = shown
+    elif (row := state.open.get(str(event.interrupt_id))) is not None:
+        row["assigned_to"] = shown
+
+
 def _escalated_line(data: Data) -> str:
     to = data.get("to")
     roles = ", ".join(map(str, to)) if isinstance(to, list) else str(to)
@@ -271,6 +288,7 @@ ESCALATED: Final = _declare(EventType(
 too: once per interrupt (``uq_symfonic_events_one_escalation``), not an ending."""
 ASSIGNED: Final = _declare(EventType(
     "interrupt.assigned", label="assigned", summary="assigned to {to} ({kind})",
+    fold=assign,
 ))
 """An interrupt handed to a principal or a role (SPEC §15; data: ``to``, ``kind``:
 ``principal`` or ``role``): from then on only that principal, or a holder of that role,

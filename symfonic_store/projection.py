@@ -51,6 +51,11 @@ class ThreadState:
     pending_since: float | None = None
     """Epoch seconds the pending interrupt counts its age from: the marker's numeric
     ``minted_at``, else the time its mint was recorded."""
+    tenant: str | None = None
+    """The tenant of the pending marker's mint (SPEC §15; None: without one, or no marker)."""
+    assigned_to: str | None = None
+    """The pending marker's latest assignment as the API shows it (:func:`assignee_of`),
+    None while unassigned or without a marker."""
     open: dict[str, dict[str, Any]] = field(default_factory=dict)
     """The open LangGraph interrupts (SPEC §8) by id, as :func:`open_from_event` makes
     them. A state loaded from the thread row leaves this empty: the append path keeps
@@ -91,6 +96,13 @@ def marker_from_data(data: dict[str, Any]) -> dict[str, Any]:
     return {key: data.get(key) for key in MARKER_KEYS}
 
 
+def tenant_of(event: EventLike) -> str | None:
+    """The tenant of a mint: a column beside the event (a new one carries it; one read
+    back as a :class:`~symfonic_store.events.StoredEvent` does not, and folds to None)."""
+    tenant: str | None = getattr(event, "tenant", None)
+    return tenant
+
+
 def is_native_mint(data: dict[str, Any]) -> bool:
     """Does a mint's data record a LangGraph interrupt rather than a seed marker?"""
     return data.get("source") == NATIVE_SOURCE
@@ -115,6 +127,8 @@ def open_from_event(event: EventLike) -> dict[str, Any]:
         "task_id": data.get("task_id"),
         "breakpoint": bool(data.get("breakpoint", False)),
         "version": event.version,
+        "tenant": tenant_of(event),
+        "assigned_to": None,
     }
 
 
@@ -135,6 +149,8 @@ def apply(state: ThreadState, event: EventLike) -> ThreadState:
         return state
     if spec.opens:
         state.pending = marker_from_data(event.data)
+        state.tenant = tenant_of(event)
+        state.assigned_to = None
         minted_at = state.pending_minted_at
         state.pending_since = (
             minted_at if minted_at is not None else event.occurred_at.timestamp()
@@ -145,6 +161,8 @@ def apply(state: ThreadState, event: EventLike) -> ThreadState:
         if state.pending is not None and state.pending_interrupt_id == event.interrupt_id:
             state.pending = None
             state.pending_since = None
+            state.tenant = None
+            state.assigned_to = None
         else:
             state.open.pop(str(event.interrupt_id), None)
     if spec.fold is not None:

@@ -35,7 +35,7 @@ import sqlalchemy as sa
 from symfonic_store import InterruptStore
 from symfonic_store.audit_columns import derive as derive_audit_columns
 from symfonic_store.db.schema import events
-from symfonic_store.events import ESCALATED, GENESIS_HASH, MINTED, RESUMED, event_hash
+from symfonic_store.events import ASSIGNED, ESCALATED, GENESIS_HASH, MINTED, RESUMED, event_hash
 from symfonic_store.native import NATIVE_SOURCE
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench/
@@ -123,26 +123,42 @@ def _marker(interrupt_id: str, minted_at: float) -> dict[str, Any]:
 
 
 def native_rows(
-    prefix: str, count: int, *, minted_at: float, graph: str = "g", name: str = "approve"
+    prefix: str, count: int, *, minted_at: float, graph: str = "g", name: str = "approve",
+    tenant: str | None = None, assigned_to: str | None = None,
 ) -> Iterator[dict[str, Any]]:
     """``count`` threads ``{prefix}-{i}`` of one event each: a LangGraph interrupt's mint
-    (``n-{i}``, of ``graph``, named ``name``), minted ``minted_at`` plus ``i`` microseconds,
-    left open."""
+    (``n-{i}``, of ``graph``, named ``name``, for ``tenant``), minted ``minted_at`` plus
+    ``i`` microseconds, left open; with ``assigned_to`` (a principal or ``role:<name>``)
+    an ``interrupt.assigned`` follows each mint."""
     for i in range(count):
         thread_id = f"{prefix}-{i:07d}"
         at = datetime.fromtimestamp(minted_at, UTC) + timedelta(microseconds=i)
         data = native_mint(i, minted_at + i * 1e-6, graph=graph, name=name)
         interrupt_id = f"n-{i:07d}"
+        mint_hash = event_hash(
+            GENESIS_HASH, thread_id=thread_id, version=1, type=MINTED,
+            interrupt_id=interrupt_id, run_id=None, actor=None, data=data, occurred_at=at,
+        )
         yield {
             "thread_id": thread_id, "version": 1, "type": MINTED, "interrupt_id": interrupt_id,
-            "run_id": None, "actor": None, "data": data, "occurred_at": at,
-            "hash": event_hash(
-                GENESIS_HASH, thread_id=thread_id, version=1, type=MINTED,
-                interrupt_id=interrupt_id, run_id=None, actor=None, data=data, occurred_at=at,
-            ),
+            "run_id": None, "actor": None, "data": data, "occurred_at": at, "hash": mint_hash,
             **derive_audit_columns(MINTED, data, at),
-            "tenant": None,  # as bench/bulk_load.py's rows: one executemany binds them all
+            "tenant": tenant,  # as bench/bulk_load.py's rows: one executemany binds them all
         }
+        if assigned_to is not None:
+            role = assigned_to.startswith("role:")
+            given = {"to": assigned_to[5:] if role else assigned_to, "kind": "role" if role else "principal"}
+            later = at + timedelta(microseconds=1)
+            yield {
+                "thread_id": thread_id, "version": 2, "type": ASSIGNED, "interrupt_id": interrupt_id,
+                "run_id": None, "actor": "lead", "data": given, "occurred_at": later,
+                "hash": event_hash(
+                    mint_hash, thread_id=thread_id, version=2, type=ASSIGNED,
+                    interrupt_id=interrupt_id, run_id=None, actor="lead", data=given, occurred_at=later,
+                ),
+                **derive_audit_columns(ASSIGNED, given, later),
+                "tenant": None,
+            }
 
 
 def load(

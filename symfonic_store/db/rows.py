@@ -37,12 +37,14 @@ THREAD_COLUMNS = (
     threads.c.run_id,
     threads.c.pending,
     threads.c.pending_since,
+    threads.c.tenant,
+    threads.c.assigned_to,
 )
 
 
 THREAD_ROW_KEYS = (
     "thread_id", "version", "last_hash", "run_id", "pending", "pending_interrupt_id",
-    "pending_run_id", "pending_minted_at", "pending_since",
+    "pending_run_id", "pending_minted_at", "pending_since", "tenant", "assigned_to",
 )
 """The keys of :func:`thread_row`, the columns the projection INSERT binds."""
 EVENT_ROW_KEYS = (
@@ -57,12 +59,14 @@ def to_event(row: Row[Any] | Sequence[Any]) -> StoredEvent:
 
 
 def to_thread(row: Row[Any] | Sequence[Any]) -> ThreadState:
-    thread_id, version, last_hash, run_id, pending, pending_since = tuple(row)
+    thread_id, version, last_hash, run_id, pending, pending_since, tenant, assigned_to = tuple(row)
     if pending is not None and list(pending) != _MARKER_ORDER:
         # Stored as its mint's canonical JSON (sorted keys): handed out in the seed's order.
         ordered = {key: pending[key] for key in MARKER_KEYS if key in pending}
         pending = {**ordered, **pending}
-    return ThreadState(thread_id, version, last_hash, run_id, pending, pending_since)
+    return ThreadState(
+        thread_id, version, last_hash, run_id, pending, pending_since, tenant, assigned_to
+    )
 
 
 _MARKER_ORDER = list(MARKER_KEYS)
@@ -87,5 +91,7 @@ def thread_row(state: ThreadState, pending_json: str | None = None) -> dict[str,
         "pending_run_id": state.pending_run_id,
         "pending_minted_at": state.pending_minted_at,
         "pending_since": state.pending_since,
+        "tenant": state.tenant,
+        "assigned_to": state.assigned_to,
     }
 

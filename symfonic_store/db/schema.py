@@ -27,6 +27,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
 from .marker_name import MarkerName
+from .pg_append import APPEND_FUNCTION as APPEND_FUNCTION
+from .pg_append import POSTGRES_APPEND_FUNCTION as POSTGRES_APPEND_FUNCTION
+from .pg_append import POSTGRES_APPEND_SIGNATURE as POSTGRES_APPEND_SIGNATURE
+from .pg_append import POSTGRES_PIN_APPEND_PATH as POSTGRES_PIN_APPEND_PATH
 
 EVENTS_TABLE = "symfonic_events"
 THREADS_TABLE = "symfonic_threads"
@@ -233,6 +237,11 @@ threads = sa.Table(
     # the head stays here, so a later event chains on from it; NULL for a thread whose
     # events are all in the table. The append path never writes it.
     sa.Column("archived_version", sa.Integer(), nullable=True),
+    # The pending marker's tenant (its mint's ``tenant``) and latest assignee as the API
+    # shows it (a principal, or ``role:<name>``), NULL without a marker (since
+    # 0024_projection_scope): the inbox's tenant scope and assignment filter page on them.
+    sa.Column("tenant", sa.String(255), nullable=True),
+    sa.Column("assigned_to", sa.Text(), nullable=True),
     sa.Index(
         "ix_symfonic_threads_pending_since",
         "pending_since",
@@ -256,6 +265,19 @@ sa.Index(
     postgresql_where=sa.text("pending_interrupt_id IS NOT NULL"),
 )
 
+# The inbox's tenant scope (one keyset branch per tenant) and assignment filter page on
+# them, in the order of the pending markers' pages (since 0024_projection_scope).
+sa.Index(
+    "ix_symfonic_threads_pending_tenant", threads.c.tenant, threads.c.pending_since,
+    threads.c.thread_id, sqlite_where=sa.text("pending_interrupt_id IS NOT NULL"),
+    postgresql_where=sa.text("pending_interrupt_id IS NOT NULL"),
+)
+sa.Index(
+    "ix_symfonic_threads_pending_assignee", threads.c.assigned_to, threads.c.pending_since,
+    threads.c.thread_id, sqlite_where=sa.text("assigned_to IS NOT NULL"),
+    postgresql_where=sa.text("assigned_to IS NOT NULL"),
+)
+
 # One row per open LangGraph interrupt (SPEC §8): the fold of the native mints without an
 # ending, updated in the append's transaction like the thread row. A thread may hold
 # several; the seed marker keeps its one slot in the thread row (I5).
@@ -274,9 +296,22 @@ open_interrupts = sa.Table(
     sa.Column("task_id", sa.Text(), nullable=True),
     sa.Column("breakpoint", sa.Boolean(), nullable=False),
     sa.Column("version", sa.Integer(), nullable=False),
+    # The mint's tenant and the latest assignee as the API shows it (a principal, or
+    # ``role:<name>``; NULL: unassigned), since 0024_projection_scope.
+    sa.Column("tenant", sa.String(255), nullable=True),
+    sa.Column("assigned_to", sa.Text(), nullable=True),
     sa.Index("ix_symfonic_open_interrupts_minted_at", "minted_at"),
     # The inbox's name filter pages on it in minting order (since 0023_inbox_pages).
     sa.Index("ix_symfonic_open_interrupts_name", "name", "minted_at", "thread_id", "interrupt_id"),
+    # The tenant scope and the assignment filter, likewise (since 0024_projection_scope).
+    sa.Index(
+        "ix_symfonic_open_interrupts_tenant", "tenant", "minted_at", "thread_id", "interrupt_id"
+    ),
+    sa.Index(
+        "ix_symfonic_open_interrupts_assignee", "assigned_to", "minted_at", "thread_id",
+        "interrupt_id", sqlite_where=sa.text("assigned_to IS NOT NULL"),
+        postgresql_where=sa.text("assigned_to IS NOT NULL"),
+    ),
 )
 
 # The first phase of a gateway answer (SPEC §8): a claim commits before the graph runs;
@@ -579,68 +614,3 @@ POSTGRES_APPEND_ONLY_TRIGGER_NAMES = (
 )
 SQLITE_APPEND_ONLY_TRIGGER_NAMES = ("symfonic_events_no_update", "symfonic_events_no_delete")
 ARCHIVE_REMOVE_FUNCTION = "symfonic_archive_remove"
-
-APPEND_FUNCTION = "symfonic_append"
-POSTGRES_APPEND_SIGNATURE = "symfonic_append(text, integer, text, text, json, json, json, json)"
-POSTGRES_APPEND_FUNCTION = """
-CREATE OR REPLACE FUNCTION symfonic_append(
-    p_thread text, p_version integer, p_hash text, p_probe text,
-    p_row json, p_events json, p_opened json, p_closed json
-) RETURNS integer
-LANGUAGE plpgsql AS $$
-BEGIN
-    -- The writers' lock first, before the transaction has an id (I11): the key of
-    -- pg_horizon.WRITERS_LOCK, held in SHARE mode until the call commits.
-    PERFORM pg_advisory_xact_lock_shared(1398361414, hashtext(current_schema()));
-    IF p_probe IS NOT NULL AND EXISTS (
-        SELECT 1 FROM symfonic_events
-        WHERE thread_id = p_thread AND interrupt_id = p_probe AND type = 'interrupt.minted'
-    ) THEN
-        RETURN 2;  -- already minted (I4): nothing written
-    END IF;
-    IF p_version = 0 THEN
-        INSERT INTO symfonic_threads (
-            thread_id, version, last_hash, run_id, pending, pending_interrupt_id,
-            pending_run_id, pending_minted_at, pending_since)
-        SELECT r.thread_id, r.version, r.last_hash, r.run_id, r.pending,
-            r.pending_interrupt_id, r.pending_run_id, r.pending_minted_at, r.pending_since
-        FROM json_populate_record(NULL::symfonic_threads, p_row) AS r
-        ON CONFLICT (thread_id) DO NOTHING;
-    ELSE
-        UPDATE symfonic_threads AS t SET
-            version = r.version, last_hash = r.last_hash, run_id = r.run_id,
-            pending = r.pending, pending_interrupt_id = r.pending_interrupt_id,
-            pending_run_id = r.pending_run_id, pending_minted_at = r.pending_minted_at,
-            pending_since = r.pending_since
-        FROM json_populate_record(NULL::symfonic_threads, p_row) AS r
-        WHERE t.thread_id = p_thread AND t.version = p_version AND t.last_hash = p_hash;
-    END IF;
-    IF NOT FOUND THEN
-        RETURN 0;  -- the head moved, or the new thread exists: nothing written
-    END IF;
-    INSERT INTO symfonic_events (
-        thread_id, version, type, interrupt_id, run_id, actor, data, occurred_at, hash,
-        audit_name, audit_payload, audit_minted_at, audit_native, audit_response,
-        audit_decisions, audit_reason, audit_error, audit_authenticated_by, tenant)
-    SELECT e.thread_id, e.version, e.type, e.interrupt_id, e.run_id, e.actor, e.data,
-        e.occurred_at, e.hash, e.audit_name, e.audit_payload, e.audit_minted_at,
-        e.audit_native, e.audit_response, e.audit_decisions, e.audit_reason, e.audit_error,
-        e.audit_authenticated_by, e.tenant
-    FROM json_populate_recordset(NULL::symfonic_events, p_events) AS e;
-    INSERT INTO symfonic_open_interrupts
-    SELECT * FROM json_populate_recordset(NULL::symfonic_open_interrupts, p_opened);
-    DELETE FROM symfonic_open_interrupts
-    WHERE thread_id = p_thread AND interrupt_id IN (SELECT json_array_elements_text(p_closed));
-    RETURN 1;
-END
-$$
-"""
-"""The one-call append on PostgreSQL since ``0016_one_call_append`` (see
-:mod:`symfonic_store.db.statements.append_call`). Its ``search_path`` is pinned to the
-schema it was made in; ``verify`` checks both (:mod:`.backends.pg_guards`). A later
-migration that adds a column to the event table replaces it (``0019_tenants``: ``tenant``)."""
-POSTGRES_PIN_APPEND_PATH = (
-    "DO $pin$ BEGIN EXECUTE format("
-    "'ALTER FUNCTION symfonic_append(text, integer, text, text, json, json, json, json) "
-    "SET search_path = %I, pg_temp', current_schema()); END $pin$"
-)

@@ -100,6 +100,7 @@ async def list_interrupts(request: Request) -> Response:
             limit=page_limit(query(request, "limit")),
             after=query(request, "after"),
             scope=who.scope,
+            assigned_to=query(request, "assigned_to"),
         )
     except (BadRequest, InvalidInputError) as exc:
         raise _bad(exc) from None

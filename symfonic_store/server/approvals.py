@@ -196,18 +196,22 @@ class Approvals:
         limit: int = DEFAULT_PAGE,
         after: str | None = None,
         scope: frozenset[str | None] | None = None,
+        assigned_to: str | None = None,
     ) -> dict[str, Any]:
         """The open interrupts, oldest first, one page: ``{"items": [...], "next": cursor}``.
 
         In the store's order and with its cursors (``list_pending(after=)``, SPEC §17: the
         API's and the inbox's pages use the same cursors): every page, first or later, and
-        every filter (``thread``, ``name``, ``older_than``) is one keyset read of one more
-        than a page, filtered in SQL. ``scope``: only those tenants' interrupts
-        (:attr:`Principal.scope`, SPEC §15), filtered in the same read before the page is
-        cut, so a scoped page is full and its cursor is its own last item's.
+        every filter (``thread``, ``name``, ``older_than``, ``assigned_to``: a principal or
+        ``role:<name>``, the interrupts whose latest assignment is that) is one keyset read
+        of one more than a page, filtered in SQL. ``scope``: only those tenants'
+        interrupts (:attr:`Principal.scope`, SPEC §15), filtered in the same read before
+        the page is cut (one keyset branch per tenant), so a scoped page is full and its
+        cursor is its own last item's.
 
         Raises:
             BadRequest: ``after`` is not a cursor of these pages.
+            InvalidInputError: ``assigned_to`` names no principal or role.
         """
         now = time.time()
         if after is not None:
@@ -223,7 +227,7 @@ class Approvals:
         try:
             pending = self.store.list_pending(
                 older_than=older_than, limit=limit + 1, tenants=scope, after=after,
-                thread_id=thread, name=name,
+                thread_id=thread, name=name, assigned_to=assigned_to,
             )
         except InvalidInputError as exc:
             if exc.field == "after":

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 from sqlalchemy.engine import Connection
 
+from ..db.rows import to_event
 from ..db.statements.evidence import restore_archived_rows
-from ..db.statements.log import stream_events
 from ..db.statements.native import delete_all_open_interrupts, insert_open_interrupts
 from ..db.statements.projection import (
     open_native_mints_query,
@@ -73,10 +73,15 @@ def rebuild(conn: Connection, *, progress: Progress | None = None, force: bool =
     batch: list[ThreadState] = []
     result = conn.execute(projection_rows_query(), execution_options={"yield_per": _BATCH})
     try:
-        for thread_id, version, count, last_hash, run_id, data, minted_occurred_at in result:
+        for (
+            thread_id, version, count, last_hash, run_id, data, minted_occurred_at, tenant,
+            assigned_to,
+        ) in result:
             state = ThreadState(thread_id, version, last_hash, run_id)
             if minted_occurred_at is not None:
                 state.pending = marker_from_data(data)
+                state.tenant = tenant
+                state.assigned_to = assigned_to
                 minted_at = state.pending_minted_at
                 state.pending_since = (
                     minted_at if minted_at is not None else minted_occurred_at.timestamp()
@@ -103,10 +108,17 @@ def _rebuild_open_interrupts(conn: Connection) -> None:
     """The open LangGraph interrupts: each native mint without an ending (SPEC §8)."""
     delete_all_open_interrupts(conn)
     batch = []
-    for event in stream_events(conn, open_native_mints_query()):
-        batch.append(open_from_event(event))
-        if len(batch) >= _BATCH:
-            insert_open_interrupts(conn, batch)
-            batch = []
+    result = conn.execute(open_native_mints_query(), execution_options={"yield_per": _BATCH})
+    try:
+        for row in result:
+            *event, tenant, assigned_to = tuple(row)
+            batch.append(
+                {**open_from_event(to_event(event)), "tenant": tenant, "assigned_to": assigned_to}
+            )
+            if len(batch) >= _BATCH:
+                insert_open_interrupts(conn, batch)
+                batch = []
+    finally:
+        result.close()
     if batch:
         insert_open_interrupts(conn, batch)

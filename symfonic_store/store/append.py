@@ -32,8 +32,13 @@ from sqlalchemy.engine import Connection
 
 from ..audit_columns import copied_key
 from ..db.executor import executor_for
+from ..db.executors.base import NeedsDatabase
 from ..db.statements.log import insert_events, was_minted
-from ..db.statements.native import delete_open_interrupts, insert_open_interrupts
+from ..db.statements.native import (
+    assign_open_interrupts,
+    delete_open_interrupts,
+    insert_open_interrupts,
+)
 from ..db.statements.threads import (
     insert_threads,
     load_thread,
@@ -43,7 +48,8 @@ from ..db.statements.threads import (
 )
 from ..db.translate import translate_errors
 from ..errors import ConcurrencyConflictError, SymfonicStoreError
-from ..events import ENDINGS, MINTED, NewEvent, canonical_json, seal
+from ..event_types import assignee_of
+from ..events import ASSIGNED, ENDINGS, MINTED, NewEvent, canonical_json, seal
 from ..projection import ThreadState, apply, is_native_mint, open_from_event
 from ..projection_gaps import note_opened, refuse_projection_behind, watching
 from ..protocol import MARKER_KEYS
@@ -99,7 +105,7 @@ def _copy(state: ThreadState) -> ThreadState:
     table). The pending marker is shared: folding replaces it, never changes it."""
     return ThreadState(
         state.thread_id, state.version, state.last_hash, state.run_id, state.pending,
-        state.pending_since,
+        state.pending_since, state.tenant, state.assigned_to,
     )
 
 
@@ -178,8 +184,8 @@ class ThreadWriter:
     """Appends events to one thread inside the caller's transaction."""
 
     __slots__ = (
-        "_existed", "_one", "closed", "conn", "head", "minted_probe", "new_events", "opened",
-        "pending_json", "state",
+        "_existed", "_one", "assigned", "closed", "conn", "head", "minted_probe", "new_events",
+        "opened", "pending_json", "state",
     )
 
     # A signature alike others in shape only (errors.py, marker_ops.record_route).
@@ -219,6 +225,9 @@ class ThreadWriter:
         """Rows of LangGraph interrupts minted here (the open-interrupts projection)."""
         self.closed: list[str] = []
         """Ids of LangGraph interrupts ended here."""
+        self.assigned: list[tuple[str, str]] = []
+        """``(interrupt_id, assignee)`` of LangGraph interrupts assigned here (their rows'
+        ``assigned_to``; the pending marker's is the thread row's, from the fold)."""
         self.pending_json: str | None = None
         """The pending marker as the JSON of the mint that made it, when it was made
         here (so the projection row reuses that text); None: encode it."""
@@ -273,6 +282,8 @@ class ThreadWriter:
             self.opened.append(open_from_event(event))
         elif type in ENDINGS and interrupt_id != self.state.pending_interrupt_id:
             self.closed.append(str(interrupt_id))
+        elif type == ASSIGNED and interrupt_id != self.state.pending_interrupt_id:
+            self.assigned.append((str(interrupt_id), assignee_of(data)))
         apply(self.state, event)
         if type == MINTED and len(data) == len(MARKER_KEYS) and all(k in data for k in MARKER_KEYS):
             # A seed marker's mint: its data is exactly the pending marker it makes.
@@ -332,6 +343,9 @@ def flush(conn: Connection, writers: Sequence[ThreadWriter]) -> int:
     closed = [(w.thread_id, i) for w in dirty for i in w.closed]
     if opened:
         insert_open_interrupts(conn, opened)
+    assigned = [(w.thread_id, i, a) for w in dirty for i, a in w.assigned]
+    if assigned:
+        assign_open_interrupts(conn, assigned)
     if closed:
         delete_open_interrupts(conn, closed)
     for w in dirty:
@@ -341,6 +355,7 @@ def flush(conn: Connection, writers: Sequence[ThreadWriter]) -> int:
         w.new_events = []
         w.opened = []
         w.closed = []
+        w.assigned = []
     return len(new_events)
 
 
@@ -349,6 +364,8 @@ def _keep(one: OneAppend, dirty: Sequence[ThreadWriter]) -> int:
     one database call that writes it (:mod:`.single`)."""
     n = 0
     for w in dirty:
+        if w.assigned:  # the database call updates no open interrupt's row
+            raise NeedsDatabase("an assignment of an open LangGraph interrupt")
         one.kept.append(
             Kept(w.state, w.head, w.new_events, w.pending_json, w.opened, [*w.closed])
         )

@@ -37,6 +37,7 @@ from ..services.verify import VerifyReport, verify
 from . import settlement
 from .plan import Emit, Op, Plan
 from .settings import Settings
+from .vote_ops import shown_assignee
 
 if TYPE_CHECKING:
     pass
@@ -174,12 +175,15 @@ class ReadOps(Settings):
         after: str | None = None,
         thread_id: str | None = None,
         name: str | None = None,
+        assigned_to: str | None = None,
     ) -> Plan[list[dict[str, Any]]]:
         """Pending interrupts across all threads, oldest first: each marker plus ``thread_id``
         and ``cursor``.
 
-        ``thread_id``: only that thread's; ``name``: only the interrupts of that name (both
-        read in SQL, so a page of them costs the page: the inbox's filters, SPEC §17).
+        ``thread_id``: only that thread's; ``name``: only the interrupts of that name;
+        ``assigned_to``: only those whose latest assignment (``assign``) is to that
+        principal, or with ``"role:<name>"`` to that role (all read in SQL over an index, so
+        a page of them costs the page: the inbox's filters, SPEC §17).
 
         ``tenant``: only the interrupts minted for that tenant (SPEC §15); ``tenants``:
         only those minted for one of them, ``None`` among them for the interrupts minted
@@ -188,9 +192,11 @@ class ReadOps(Settings):
         projection's time indexes; an item is on exactly one page however others mint).
 
         Raises:
-            InvalidInputError: (a ValueError) ``after`` is not an item's cursor.
+            InvalidInputError: (a ValueError) ``after`` is not an item's cursor, or
+                ``assigned_to`` names no principal or role.
         """
         age = validation.ttl(older_than, "older_than")
+        assignee = None if assigned_to is None else shown_assignee(assigned_to, "assigned_to")
         n = validation.positive_int(limit, "limit", optional=True)
         scope = _scope(tenant, tenants)
         key = None if after is None else PendingKey(*cursors.decode(after, cursors.PENDING, cursors.PENDING_SHAPE))
@@ -203,6 +209,7 @@ class ReadOps(Settings):
             rows = pending_threads(
                 conn, since_before=since_before, limit=n, scope=scope,
                 after=None if key is None else key.marker_bound(), thread=only, name=name,
+                assigned_to=assignee,
             )
             markers = [
                 ((r.pending_since or 0.0, 0, r.thread_id, r.pending_interrupt_id or ""),
@@ -214,6 +221,7 @@ class ReadOps(Settings):
                 for row in read_open_interrupts(
                     conn, since_before=since_before, limit=n, scope=scope,
                     after=None if key is None else key.native_bound(), thread=only, name=name,
+                    assigned_to=assignee,
                 )
             ]
             # Markers before natives of the same time: a cursor's kind says where it is.

@@ -30,6 +30,7 @@ from ..errors import (
     InvalidInputError,
     UnknownInterruptError,
 )
+from ..event_types import assignee_of
 from ..events import ASSIGN_NOT_ALLOWED, ASSIGNED, RESUME_REJECTED, RESUMED, VOTED
 from ..projection_gaps import missing_row
 from . import rules as rule
@@ -120,6 +121,20 @@ def assignee(to: Any) -> tuple[str, str]:
     if isinstance(text, str) and text.startswith(ROLE_PREFIX):
         return "role", assignee_name(text[len(ROLE_PREFIX):])
     return "principal", assignee_name(text)
+
+
+def shown_assignee(to: Any, field: str = "to") -> str:
+    """An assignee as the API shows it (the projection's ``assigned_to``), from the form
+    the service is sent (:func:`assignee`): ``"bob"``, or ``"role:finance"``.
+
+    Raises:
+        InvalidInputError: (of ``field``) not a string, or no name once trimmed.
+    """
+    try:
+        kind, name = assignee(to)
+    except InvalidInputError as exc:
+        raise InvalidInputError(field, exc.problem) from None
+    return assignee_of({"to": name, "kind": kind})
 
 
 def vote_interrupt(

@@ -205,3 +205,42 @@ def test_assignments_are_rate_limited_with_the_answers_and_past_the_limit_append
     assert len(history) == start + LIMIT
     assert [e.data["why"] for e in history[start:]] == ["assign_not_allowed"] * LIMIT
     assert not [e for e in history if e.type == RESUMED]
+
+
+def listed(site: Site, name: str, assigned_to: str) -> httpx.Response:
+    with site.as_(name) as client:
+        return client.get("/api/interrupts", params={"assigned_to": assigned_to, "limit": "100"})
+
+
+def keys(response: httpx.Response) -> set[tuple[str, str]]:
+    assert response.status_code == 200, response.text
+    return {(i["thread_id"], i["interrupt_id"]) for i in response.json()["items"]}
+
+
+def test_the_inbox_filters_by_the_latest_assignment(site: Site) -> None:
+    """``GET /api/interrupts?assigned_to=`` (a principal or ``role:<name>``) and the inbox
+    page's filter list what is assigned so now: a reassignment moves the interrupt from one
+    filter to the other, an answer takes it off; a value that names no one is a 400."""
+    t = thread("filter")
+    i = mint(site.store, t, name="plain", actor="agent")
+    assert (t, i) not in keys(listed(site, "ann", "bob"))
+    assert assign(site, "ann", t, i, "bob").status_code == 200
+    assert (t, i) in keys(listed(site, "ann", "bob"))
+    assert (t, i) in keys(listed(site, "ann", " bob "))
+    assert (t, i) not in keys(listed(site, "ann", "role:finance"))
+    assert assign(site, "lead", t, i, "role:finance").status_code == 200
+    assert (t, i) not in keys(listed(site, "ann", "bob"))
+    assert (t, i) in keys(listed(site, "ann", "role:finance"))
+    for bad in ("role:", "   ", "x" * 300):
+        refused = listed(site, "ann", bad)
+        assert refused.status_code == 400 and "assigned_to" in refused.json()["error"], refused.text
+    client = signed_in(site, "fin1")
+    try:
+        page = client.get("/", params={"assigned_to": "role:finance"})
+        assert page.status_code == 200 and i in page.text and 'name="assigned_to"' in page.text
+        assert i not in client.get("/", params={"assigned_to": "bob"}).text
+        assert client.get("/", params={"assigned_to": "role:"}).status_code == 400
+    finally:
+        client.close()
+    assert answer(site, "fin1", t, i).status_code == 200
+    assert (t, i) not in keys(listed(site, "ann", "role:finance"))

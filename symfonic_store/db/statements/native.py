@@ -17,13 +17,21 @@ from ..schema import (
     events,
     open_interrupts,
 )
-from .tenants import Scope, in_scope
+from .tenants import Scope, in_scope, scoped_page
 
 OPEN_COLUMNS = tuple(open_interrupts.c)
 _INSERT_OPEN = open_interrupts.insert()
 _DELETE_OPEN = open_interrupts.delete().where(
     open_interrupts.c.thread_id == sa.bindparam("b_thread_id"),
     open_interrupts.c.interrupt_id == sa.bindparam("b_interrupt_id"),
+)
+_ASSIGN_OPEN = (
+    open_interrupts.update()
+    .where(
+        open_interrupts.c.thread_id == sa.bindparam("b_thread_id"),
+        open_interrupts.c.interrupt_id == sa.bindparam("b_interrupt_id"),
+    )
+    .values(assigned_to=sa.bindparam("b_assigned_to"))
 )
 _LOAD_OPEN = (
     sa.select(*OPEN_COLUMNS)
@@ -91,6 +99,13 @@ def delete_open_interrupts(conn: Connection, keys: Sequence[tuple[str, str]]) ->
     executor_for(conn).write(conn, _DELETE_OPEN, rows)
 
 
+def assign_open_interrupts(conn: Connection, assigned: Sequence[tuple[str, str, str]]) -> None:
+    """Set ``assigned_to`` of open LangGraph interrupts: ``(thread_id, interrupt_id,
+    assignee as the API shows it)`` each (an interrupt no longer open: nothing)."""
+    rows = [{"b_thread_id": t, "b_interrupt_id": i, "b_assigned_to": a} for t, i, a in assigned]
+    executor_for(conn).write(conn, _ASSIGN_OPEN, rows)
+
+
 def open_rows(conn: Connection, thread_id: str) -> list[dict[str, Any]]:
     """The thread's open LangGraph interrupts, oldest first, as dicts of their columns."""
     names = [c.key for c in OPEN_COLUMNS]
@@ -153,30 +168,39 @@ def open_interrupts_query(
     after: tuple[float, str, str] | None = None,
     thread: str | None = None,
     name: str | None = None,
+    assigned_to: str | None = None,
 ) -> sa.Select[Any]:
     """Open LangGraph interrupts across all threads, oldest first (of ``scope``'s tenants);
     ``after``: only those after this ``(minted_at, thread_id, interrupt_id)`` (keyset
-    paging on the index of ``minted_at``, or with ``name`` on
-    ``ix_symfonic_open_interrupts_name``); ``thread``: only that thread's (its primary
-    key's prefix)."""
-    query = sa.select(*OPEN_COLUMNS).order_by(
-        open_interrupts.c.minted_at, open_interrupts.c.thread_id, open_interrupts.c.interrupt_id
-    )
-    kept = in_scope(open_interrupts.c.thread_id, open_interrupts.c.interrupt_id, scope)
-    if kept is not None:
-        query = query.where(kept)
+    paging on the index of ``minted_at``, with ``name`` on
+    ``ix_symfonic_open_interrupts_name``, with ``assigned_to`` on
+    ``ix_symfonic_open_interrupts_assignee``); ``thread``: only that thread's (its primary
+    key's prefix). A scope alone pages one branch per tenant on
+    ``ix_symfonic_open_interrupts_tenant`` (:func:`scoped_page`); beside another filter it
+    is a condition on the row's ``tenant``."""
+    c = open_interrupts.c
+    query = sa.select(*OPEN_COLUMNS).order_by(c.minted_at, c.thread_id, c.interrupt_id)
     if since_before is not None:
-        query = query.where(open_interrupts.c.minted_at < since_before)
+        query = query.where(c.minted_at < since_before)
     if thread is not None:
-        query = query.where(open_interrupts.c.thread_id == thread)
+        query = query.where(c.thread_id == thread)
     if name is not None:
-        query = query.where(open_interrupts.c.name == name)
+        query = query.where(c.name == name)
+    if assigned_to is not None:  # in the index's order (see :func:`scoped_page`)
+        query = query.where(c.assigned_to == assigned_to).order_by(None).order_by(
+            c.assigned_to, c.minted_at, c.thread_id, c.interrupt_id
+        )
     if after is not None:
-        c = open_interrupts.c
         query = query.where(sa.tuple_(c.minted_at, c.thread_id, c.interrupt_id) > sa.tuple_(*after))
     if limit is not None:
         query = query.limit(limit)
-    return query
+    if thread is None and name is None and assigned_to is None:
+        return scoped_page(query, c.tenant, scope, keys=_OPEN_KEYS, limit=limit)
+    kept = in_scope(c.tenant, scope)
+    return query if kept is None else query.where(kept)
+
+
+_OPEN_KEYS = ("minted_at", "thread_id", "interrupt_id")
 
 
 def delete_all_open_interrupts(conn: Connection) -> None:
@@ -186,11 +210,12 @@ def delete_all_open_interrupts(conn: Connection) -> None:
 def read_open_interrupts(
     conn: Connection, *, since_before: float | None = None, limit: int | None = None,
     scope: Scope = None, after: tuple[float, str, str] | None = None,
-    thread: str | None = None, name: str | None = None,
+    thread: str | None = None, name: str | None = None, assigned_to: str | None = None,
 ) -> list[dict[str, Any]]:
     names = [c.key for c in OPEN_COLUMNS]
     query = open_interrupts_query(
-        since_before=since_before, limit=limit, scope=scope, after=after, thread=thread, name=name
+        since_before=since_before, limit=limit, scope=scope, after=after, thread=thread,
+        name=name, assigned_to=assigned_to,
     )
     return [dict(zip(names, r, strict=True)) for r in conn.execute(query)]
 

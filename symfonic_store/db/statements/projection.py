@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ...event_types import run_id_types
-from ...events import ENDINGS, MINTED
+from ...events import ASSIGNED, ENDINGS, MINTED
 from ...native import NATIVE_SOURCE
 from ..rows import (
     EVENT_COLUMNS,
@@ -31,11 +31,32 @@ def _is_marker_mint() -> sa.ColumnElement[bool]:
     )
 
 
+def latest_assignee(thread_id: Any, interrupt_id: Any) -> sa.ScalarSelect[Any]:
+    """The interrupt's latest ``interrupt.assigned`` as the API shows it (a principal, or
+    ``role:<name>``; NULL: never assigned): the SQL twin of the type's fold
+    (:func:`~symfonic_store.event_types.assign`), read through the interrupt's index."""
+    a = events.alias("assigned_event")
+    to = a.c.data["to"].as_string()
+    return (
+        sa.select(sa.case((a.c.data["kind"].as_string() == "role", sa.literal("role:") + to), else_=to))
+        .where(a.c.thread_id == thread_id, a.c.interrupt_id == interrupt_id, a.c.type == ASSIGNED)
+        .order_by(a.c.version.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+
+
 def open_native_mints_query() -> sa.Select[Any]:
-    """The mints of LangGraph interrupts without an ending: the open-interrupts fold."""
+    """The mints of LangGraph interrupts without an ending: the open-interrupts fold.
+
+    Columns: the event's (:data:`EVENT_COLUMNS`), then its ``tenant`` and its latest
+    assignee (:func:`latest_assignee`)."""
     ending = events.alias("ending_event")
     return (
-        sa.select(*EVENT_COLUMNS)
+        sa.select(
+            *EVENT_COLUMNS, events.c.tenant,
+            latest_assignee(events.c.thread_id, events.c.interrupt_id),
+        )
         .where(events.c.type == MINTED)
         .where(events.c.data["source"].as_string() == NATIVE_SOURCE)
         .where(
@@ -57,6 +78,8 @@ def projection_rows_query() -> sa.Select[Any]:
     no ending after it, that mint's ``data`` and ``occurred_at`` (else NULL): an ending
     clears the pending marker of the same interrupt id, as in the fold. Only the
     data of pending mints is read, so a rebuild does not decode every event's JSON.
+    Then that mint's ``tenant`` and its latest assignee (:func:`latest_assignee`), NULL
+    without a pending mint.
     """
     per_thread = (
         sa.select(
@@ -101,6 +124,8 @@ def projection_rows_query() -> sa.Select[Any]:
             run.c.run_id,
             mint.c.data,
             mint.c.occurred_at,
+            mint.c.tenant,
+            latest_assignee(mint.c.thread_id, mint.c.interrupt_id),
         )
         # A join alike the audit queries' in shape only (other tables and keys).
         .select_from(

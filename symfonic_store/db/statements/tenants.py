@@ -2,13 +2,15 @@
 
 The tenant is a column of the ``interrupt.minted`` event (``symfonic_events.tenant``,
 migration ``0019_tenants``), found from any row naming ``(thread_id, interrupt_id)``
-through the mint's unique index. A *scope* is the set of tenants a read may show, ``None``
-in it standing for the interrupts minted without a tenant; a scope of ``None`` shows all.
+through the mint's unique index, and of the projection's rows of open interrupts (since
+``0024_projection_scope``), which the inbox's pages read. A *scope* is the set of tenants
+a read may show, ``None`` in it standing for the interrupts minted without a tenant; a
+scope of ``None`` shows all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -25,30 +27,57 @@ def scope_of(tenants: Iterable[str | None] | None) -> Scope:
     return None if tenants is None else frozenset(tenants)
 
 
-def mint_tenant(thread_id: Any, interrupt_id: Any) -> sa.ScalarSelect[Any]:
-    """The tenant of the interrupt's mint, as a scalar subquery on the given columns."""
-    mint = events.alias("tenant_mint")
-    return (
-        sa.select(mint.c.tenant)
-        .where(mint.c.thread_id == thread_id)
-        .where(mint.c.interrupt_id == interrupt_id)
-        .where(mint.c.type == MINTED)
-        .scalar_subquery()
-    )
+def in_scope(tenant: Any, scope: Scope) -> sa.ColumnElement[bool] | None:
+    """A condition keeping the rows whose ``tenant`` column is in ``scope`` (None: no
+    condition), beside a filter with an index of its own (a thread, a name, an assignee).
 
-
-def in_scope(thread_id: Any, interrupt_id: Any, scope: Scope) -> sa.ColumnElement[bool] | None:
-    """A condition keeping the rows of interrupts whose mint's tenant is in ``scope``
-    (None: no condition)."""
+    Spelled on ``COALESCE(tenant, '')`` (a tenant is never empty), which no index serves:
+    the planner then walks the other filter's index in the page's order and stops at the
+    page, instead of intersecting it with every entry of the scope's tenants and sorting."""
     if scope is None:
         return None
-    tenant = mint_tenant(thread_id, interrupt_id)
-    named = sorted(t for t in scope if t is not None)
-    # Plain binds, one per tenant (no expanding IN): every executor compiles fixed SQL.
-    terms: list[sa.ColumnElement[bool]] = [tenant == sa.literal(t, sa.String()) for t in named]
-    if None in scope:
-        terms.append(tenant.is_(None))
+    terms = _terms(sa.func.coalesce(tenant, ""), scope, none="")
     return sa.or_(*terms) if terms else sa.false()
+
+
+def _terms(
+    tenant: Any, scope: frozenset[str | None], *, none: str | None = None
+) -> list[sa.ColumnElement[bool]]:
+    """One condition per tenant of ``scope``; ``None`` in it: ``tenant IS NULL``, or
+    ``tenant = none`` where the column expression spells no tenant so."""
+    # Plain binds, one per tenant (no expanding IN): every executor compiles fixed SQL.
+    terms: list[sa.ColumnElement[bool]] = [
+        tenant == sa.literal(t, sa.String()) for t in sorted(t for t in scope if t is not None)
+    ]
+    if None in scope:
+        terms.append(tenant.is_(None) if none is None else tenant == sa.literal(none, sa.String()))
+    return terms
+
+
+def scoped_page(
+    query: sa.Select[Any], tenant: Any, scope: Scope, *, keys: Sequence[str], limit: int | None
+) -> sa.Select[Any]:
+    """``query`` (ordered by its index's ``keys``, cut at ``limit``) kept to ``scope``, one
+    keyset branch per tenant of it: each branch reads the tenant's own entries of an index
+    led by ``tenant`` (a tenant equal to a bind, or NULL), from the cursor on and at most
+    ``limit`` of them; the branches' rows (``UNION ALL``) are merged in ``keys`` order and
+    cut again. A page of a scope of k tenants reads at most k pages of index entries,
+    however many interrupts the other tenants hold (SPEC §17)."""
+    if scope is None:
+        return query
+    terms = _terms(tenant, scope)
+    if not terms:
+        return query.where(sa.false())
+    # Each branch in the index's own order, its tenant first: the same rows in the same
+    # order, and PostgreSQL then walks the index in order for ``tenant IS NULL`` too (its
+    # planner takes an equality, not IS NULL, as fixing the leading column).
+    order = (tenant, *(query.selected_columns[k] for k in keys))
+    branches = [query.where(t).order_by(None).order_by(*order) for t in terms]
+    if len(branches) == 1:
+        return branches[0]
+    merged = sa.union_all(*(sa.select(b.subquery()) for b in branches)).subquery("scoped")
+    page = sa.select(merged).order_by(*(merged.c[k] for k in keys))
+    return page if limit is None else page.limit(limit)
 
 
 def allows(scope: Scope, tenant: str | None) -> bool:

@@ -26,7 +26,7 @@ from ..schema import (
     events,
     threads,
 )
-from .tenants import Scope, in_scope
+from .tenants import Scope, in_scope, scoped_page
 
 # The statements of the append path are built once, with bound parameters, so each
 # call reuses SQLAlchemy's compiled form instead of building and hashing a new query.
@@ -86,6 +86,8 @@ _UPDATE_THREAD = (
         pending_run_id=sa.bindparam("pending_run_id"),
         pending_minted_at=sa.bindparam("pending_minted_at"),
         pending_since=sa.bindparam("pending_since"),
+        tenant=sa.bindparam("tenant"),
+        assigned_to=sa.bindparam("assigned_to"),
     )
 )
 
@@ -107,7 +109,7 @@ def _thread_values(state: ThreadState, pending_json: str | None) -> list[Any]:
     return [
         state.thread_id, state.version, state.last_hash, state.run_id, pending,
         state.pending_interrupt_id, state.pending_run_id, state.pending_minted_at,
-        state.pending_since,
+        state.pending_since, state.tenant, state.assigned_to,
     ]
 
 
@@ -178,32 +180,43 @@ def pending_threads_query(
     after: tuple[float, str] | None = None,
     thread: str | None = None,
     name: str | None = None,
+    assigned_to: str | None = None,
 ) -> sa.Select[Any]:
     """The threads with a pending marker, oldest first (of ``scope``'s tenants); ``after``:
     only those after this ``(pending_since, thread_id)`` (keyset paging on the index of
     pending threads). ``thread``: only that thread's (its primary key); ``name``: only
-    markers of that name (read from the marker's JSON while walking the index)."""
+    markers of that name (``ix_symfonic_threads_pending_name``); ``assigned_to``: only
+    those assigned so (``ix_symfonic_threads_pending_assignee``). A scope alone pages one
+    branch per tenant on ``ix_symfonic_threads_pending_tenant`` (:func:`scoped_page`);
+    beside another filter it is a condition on the row's ``tenant``."""
     query = (
         sa.select(*THREAD_COLUMNS)
         .where(threads.c.pending_interrupt_id.is_not(None))
         .order_by(threads.c.pending_since, threads.c.thread_id)
     )
-    kept = in_scope(threads.c.thread_id, threads.c.pending_interrupt_id, scope)
-    if kept is not None:
-        query = query.where(kept)
     if since_before is not None:
         query = query.where(threads.c.pending_since < since_before)
     if thread is not None:
         query = query.where(threads.c.thread_id == thread)
     if name is not None:
         query = query.where(MarkerName(threads.c.pending) == name)
+    if assigned_to is not None:  # in the index's order (see :func:`scoped_page`)
+        query = query.where(threads.c.assigned_to == assigned_to).order_by(None).order_by(
+            threads.c.assigned_to, threads.c.pending_since, threads.c.thread_id
+        )
     if after is not None:
         query = query.where(
             sa.tuple_(threads.c.pending_since, threads.c.thread_id) > sa.tuple_(*after)
         )
     if limit is not None:
         query = query.limit(limit)
-    return query
+    if thread is None and name is None and assigned_to is None:
+        return scoped_page(query, threads.c.tenant, scope, keys=_PENDING_KEYS, limit=limit)
+    kept = in_scope(threads.c.tenant, scope)
+    return query if kept is None else query.where(kept)
+
+
+_PENDING_KEYS = ("pending_since", "thread_id")
 
 
 def pending_threads(
@@ -215,10 +228,12 @@ def pending_threads(
     after: tuple[float, str] | None = None,
     thread: str | None = None,
     name: str | None = None,
+    assigned_to: str | None = None,
 ) -> list[ThreadState]:
     """The rows of :func:`pending_threads_query`."""
     query = pending_threads_query(
-        since_before=since_before, limit=limit, scope=scope, after=after, thread=thread, name=name
+        since_before=since_before, limit=limit, scope=scope, after=after, thread=thread,
+        name=name, assigned_to=assigned_to,
     )
     return [to_thread(r) for r in conn.execute(query)]
 

@@ -228,18 +228,22 @@ async def index(request: Request) -> Response:
     # The stream's starting point first, then the page: an event in between is after
     # the cursor, so it refreshes the page instead of being missed.
     after = await svc.lanes.run(svc.metrics.tail.catch_up, 0.5)
+    assigned_to = query(request, "assigned_to")  # a principal or role:<name> (SPEC §17)
     try:  # ?after=: a page's cursor, the API's and list_pending()'s alike (SPEC §17)
         limit = page_limit(query(request, "limit"), default=INBOX_PAGE)
         page = await svc.lanes.run(svc.approvals.inbox, limit=limit, after=query(request, "after"),
-                                   scope=who.scope)
-    except BadRequest as exc:
+                                   scope=who.scope, assigned_to=assigned_to)
+    except (BadRequest, InvalidInputError) as exc:
         return render(request, "error.html", who=who, status=400, title="Not a page of the inbox", message=str(exc))
     # Escalated interrupts first, marked (SPEC §14); the API's order stays oldest first.
     items = await svc.lanes.run(svc.approvals.escalated_first, page["items"])
     kept = {} if query(request, "limit") is None else {"limit": str(limit)}
+    if assigned_to is not None:
+        kept["assigned_to"] = assigned_to
     next_url = None if page["next"] is None else "?" + urlencode({**kept, "after": page["next"]})
     return render(request, "inbox.html", who=who, title="Inbox", items=items,
-                  more=page["next"] is not None, next_url=next_url, after=after)
+                  more=page["next"] is not None, next_url=next_url, after=after,
+                  assigned_to=assigned_to)
 
 
 async def sign_in_page(request: Request) -> Response:
