@@ -17,7 +17,7 @@ writes nothing unless it says so:
    store's ``approvers=``, 422 the graph did not take it) -- each recorded by the store.
 
 Between 4 and 5 (SPEC §15): an assigned interrupt admits only its assignee, or a holder
-of its role (else 403, recorded); under a policy ``quorum`` the answer is a vote cast
+of its role (the store's ``admit_assignee``; else 403, recorded); under a policy ``quorum`` the answer is a vote cast
 through the store's own quorum (``store.vote(needed=, veto=, exclude=)``, the rules a
 Python or command-line caller meets too: ``interrupt.voted``, a second one 409 ``already
 voted``, a decision that is no vote 422), and only the vote the store says decides the
@@ -429,20 +429,20 @@ class Approvals:
         if why is not None and self.escalated(thread_id, interrupt_id, record.get("name")):
             # Read only on a refusal: an escalation can only widen who may answer.
             why = self.refusal(principal, record.get("name"), record.get("actor"), escalated=True)
-        if why is None:
-            try:
-                assignment = self.store.assignment(thread_id, interrupt_id)
-            except SymfonicStoreError as exc:
-                return _failed(exc)
-            why = rule.assignee_refusal(assignment, principal.name, principal.roles)
-        if why is not None:
-            try:
+        try:
+            if why is not None:
                 self.store.record_refusal(
                     thread_id, interrupt_id, response, actor=principal.name, error=why
                 )
-            except SymfonicStoreError as exc:
-                return _failed(exc)
-            return _error(403, f"not allowed: {why}; the refusal has been recorded")
+                return _error(403, f"not allowed: {why}; the refusal has been recorded")
+            # The store's rule: an assigned interrupt admits its assignee (or role) only.
+            self.store.admit_assignee(
+                thread_id, interrupt_id, response, actor=principal.name, roles=principal.roles
+            )
+        except ResumeNotAllowedError as exc:
+            return _error(403, f"not allowed: {exc}; the refusal has been recorded")
+        except SymfonicStoreError as exc:
+            return _failed(exc)
         approvers: tuple[str, ...] = ()
         quorum = None if self.policy is None else self.policy.quorum_for(record.get("name"))
         if quorum is not None:

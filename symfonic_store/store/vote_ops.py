@@ -42,11 +42,13 @@ from ..errors import (
     InterruptExpiredError,
     InterruptStateError,
     InvalidInputError,
+    ResumeNotAllowedError,
     UnknownInterruptError,
 )
 from ..events import ASSIGN_NOT_ALLOWED, ASSIGNED, RESUME_REJECTED, RESUMED, VOTED
 from ..projection import is_native_mint
 from ..projection_gaps import missing_row
+from . import lifecycle
 from . import rules as rule
 from .append import ThreadWriter, flush
 from .marker_ops import MarkerOps
@@ -211,6 +213,31 @@ def refuse_assignment(
     flush(conn, [w])
 
 
+def refuse_unassigned(
+    conn: Connection, thread_id: str, interrupt_id: str, *, response: Any, actor: str,
+    roles: frozenset[str], via: str,
+) -> str | None:
+    """Why ``actor`` (holding ``roles``) may not answer the interrupt as assigned, that
+    refusal recorded (``resume_rejected``, ``not_allowed``, as ``record_refusal`` does);
+    None when it is not assigned or ``actor`` is its assignee (or holds its role)."""
+    found = recorded(conn, thread_id, interrupt_id, ASSIGNED)
+    why = rule.assignee_refusal(found[-1] if found else None, actor, roles)
+    if why is not None:
+        lifecycle.record_refusal(conn, thread_id, interrupt_id, response, actor,
+                                 why=rule.NOT_ALLOWED, error=why, via=via)
+    return why
+
+
+def assignee_settled(
+    conn: Connection, thread_id: str, interrupt_id: str, *, actor: str, roles: frozenset[str]
+) -> tuple[bool, str | None]:
+    """:func:`refuse_unassigned`'s read-only check: an answer its assignment admits
+    records nothing (no write lock is taken for it)."""
+    found = recorded(conn, thread_id, interrupt_id, ASSIGNED)
+    admitted = rule.assignee_refusal(found[-1] if found else None, actor, roles) is None
+    return admitted, None
+
+
 def assignee_name(to: Any) -> str:
     """An assignee (a principal, or a role without its ``role:`` prefix) as recorded:
     trimmed of surrounding whitespace, then a non-empty id of at most 255 characters.
@@ -292,6 +319,41 @@ class VoteOps(MarkerOps):
         fn = partial(refuse_assignment, thread_id=t, interrupt_id=i, assign=assignee_name(to),
                      actor=a, error=str(error)[:1000])
         yield Op(fn, write=True)
+
+    def admit_assignee(
+        self,
+        thread_id: str,
+        interrupt_id: str,
+        response: Any = None,
+        *,
+        actor: str,
+        roles: Collection[str] = (),
+        via: str = "service",
+    ) -> Plan[None]:
+        """Admit ``actor``'s answer (or vote) to an assigned interrupt only from its
+        assignee, or a holder of its role (``roles``: the actor's, which the caller
+        knows and the store does not), SPEC §15. A refusal is recorded as
+        :meth:`record_refusal` records one (``interrupt.resume_rejected``, ``why:
+        "not_allowed"``, ``error`` the reason, ``response``, ``via``) and raised; an
+        interrupt never assigned, or an answer its assignment admits, records nothing.
+
+        Raises:
+            ResumeNotAllowedError: refused (recorded); its message is the reason.
+            UnknownInterruptError: refused, and nothing was minted with that id (nothing
+                recorded).
+            InvalidInputError: bad ids, roles, or a response that is not JSON.
+        """
+        t, i, a = validation.answer_ids(thread_id, interrupt_id, actor)
+        held = frozenset(validation.required_id(r, "roles") for r in roles)
+        r = validation.json_value(response, "response", max_bytes=self.max_payload_bytes)
+        why: str | None = yield Op(
+            partial(refuse_unassigned, thread_id=t, interrupt_id=i, response=r, actor=a, roles=held,
+                    via=str(via)[: validation.MAX_ID_LENGTH]),
+            write=True,
+            settled=partial(assignee_settled, thread_id=t, interrupt_id=i, actor=a, roles=held),
+        )
+        if why is not None:
+            raise ResumeNotAllowedError(why, thread_id=t, interrupt_id=i)
 
     def vote(
         self,

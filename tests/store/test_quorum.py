@@ -19,6 +19,7 @@ from symfonic_store import (
     InterruptAlreadyResolvedError,
     InterruptStore,
     InvalidInputError,
+    ResumeNotAllowedError,
 )
 from symfonic_store.store.vote_ops import AlreadyVotedError, NotAVoteError, Votes
 
@@ -164,6 +165,31 @@ def test_racing_completing_votes_on_separate_connections_resume_exactly_once(mig
     finally:
         for s in stores:
             s.close()
+
+
+def test_an_assigned_interrupt_admits_its_assignee_or_its_role_only(store: InterruptStore) -> None:
+    """``admit_assignee``: an interrupt never assigned, its assignee, a holder of its role
+    -- nothing recorded; anyone else is refused, recorded as the service's refusal is."""
+    i = factories.mint(store, "t-as")["interrupt_id"]
+    store.admit_assignee("t-as", i, actor="ann")
+    store.assign("t-as", i, to="bob", actor="lead")
+    before = store.history("t-as")
+    store.admit_assignee("t-as", i, {"approved": True}, actor="bob")
+    assert store.history("t-as") == before
+    with pytest.raises(ResumeNotAllowedError, match="assigned to 'bob', not to 'cid'"):
+        store.admit_assignee("t-as", i, {"approved": True}, actor="cid", roles=["finance"])
+    last = store.history("t-as")[-1]
+    assert (last.type, last.actor) == (RESUME_REJECTED, "cid")
+    assert last.data == {"response": {"approved": True}, "why": "not_allowed",
+                         "error": "the interrupt is assigned to 'bob', not to 'cid'", "via": "service"}
+    store.assign("t-as", i, to="finance", kind="role", actor="lead")
+    store.admit_assignee("t-as", i, actor="cid", roles={"finance"})
+    with pytest.raises(ResumeNotAllowedError, match="role 'finance'"):
+        store.admit_assignee("t-as", i, actor="bob")
+    (attempts,) = [r.attempts for r in store.audit(thread_id="t-as")]
+    assert [a["actor"] for a in attempts] == ["cid", "bob"]  # refused answers, as the service's
+    with pytest.raises(InvalidInputError, match="roles"):
+        store.admit_assignee("t-as", i, actor="bob", roles=[""])
 
 
 async def test_the_async_store_counts_the_quorum_alike(astore: AsyncInterruptStore) -> None:
