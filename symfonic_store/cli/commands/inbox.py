@@ -10,6 +10,7 @@ from ..app import (
     TableOrJson,
     TableOrJsonFormat,
     app,
+    count,
     flag,
     get_session,
     json_value,
@@ -149,7 +150,8 @@ def vote(
     ] = None,
     needed: Annotated[
         int | None,
-        typer.Option("--needed", metavar="N", help="The quorum: N distinct approvers (N >= 2) resume it."),
+        typer.Option("--needed", metavar="N", help="The quorum: N distinct approvers (N >= 2) resume it.",
+                     parser=flag(count)),
     ] = None,
     veto: Annotated[
         bool, typer.Option("--veto/--no-veto", help="With --needed, a reject ends it at once.")
