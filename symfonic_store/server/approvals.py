@@ -17,12 +17,12 @@ writes nothing unless it says so:
    store's ``approvers=``, 422 the graph did not take it) -- each recorded by the store.
 
 Between 4 and 5 (SPEC §15): an assigned interrupt admits only its assignee, or a holder
-of its role (the store's ``admit_assignee``; else 403, recorded); under a policy ``quorum`` the answer is a vote cast
-through the store's own quorum (``store.vote(needed=, veto=, exclude=)``, the rules a
-Python or command-line caller meets too: ``interrupt.voted``, a second one 409 ``already
-voted``, a decision that is no vote 422), and only the vote the store says decides the
-interrupt -- the quorum complete, or a ``reject`` with ``veto`` -- goes on to 5, with the
-approvers. The service resumes it there itself (not the store's ``resume_marker``): a
+of its role (the store's ``admit_assignee``; else 403, recorded); under a policy
+``quorum`` the answer is a vote cast through the store's own quorum (``store.vote(needed=,
+veto=, exclude=)``, the rules a Python or command-line caller meets too:
+``interrupt.voted``, a second one 409 ``already voted``, a decision that is no vote 422),
+and only the vote the store says decides the interrupt -- the quorum complete, or a
+``reject`` with ``veto`` -- goes on to 5, with the approvers. The service resumes it there itself (not the store's ``resume_marker``): a
 LangGraph interrupt through its gateway, a marker with the ``--graph`` waiting on it.
 """
 
