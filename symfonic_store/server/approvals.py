@@ -17,9 +17,13 @@ writes nothing unless it says so:
    store's ``approvers=``, 422 the graph did not take it) -- each recorded by the store.
 
 Between 4 and 5 (SPEC §15): an assigned interrupt admits only its assignee, or a holder
-of its role (else 403, recorded); under a policy ``quorum`` the answer is a vote
-(``interrupt.voted``, a second one 409 ``already voted``), and only the vote that
-completes the quorum -- or a ``reject`` with ``veto`` -- goes on to 5, with the approvers.
+of its role (the store's ``admit_assignee``; else 403, recorded); under a policy
+``quorum`` the answer is a vote cast through the store's own quorum (``store.vote(needed=,
+veto=, exclude=)``, the rules a Python or command-line caller meets too:
+``interrupt.voted``, a second one 409 ``already voted``, a decision that is no vote 422),
+and only the vote the store says decides the interrupt -- the quorum complete, or a
+``reject`` with ``veto`` -- goes on to 5, with the approvers. The service resumes it there itself (not the store's ``resume_marker``): a
+LangGraph interrupt through its gateway, a marker with the ``--graph`` waiting on it.
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ from ..events import ASSIGNED, ENDINGS, ESCALATED, EXPIRED, MINTED, RESUMED, VOT
 from ..policy import Policy
 from ..projection import is_native_mint
 from ..store import rules as rule
-from ..store.vote_ops import AlreadyVotedError, assignee
+from ..store.vote_ops import AlreadyVotedError, NotAVoteError, assignee
 from . import tenancy
 from .marker_graphs import answer_marker
 from .paging import DEFAULT_PAGE, NOT_A_CURSOR, BadRequest
@@ -429,20 +433,20 @@ class Approvals:
         if why is not None and self.escalated(thread_id, interrupt_id, record.get("name")):
             # Read only on a refusal: an escalation can only widen who may answer.
             why = self.refusal(principal, record.get("name"), record.get("actor"), escalated=True)
-        if why is None:
-            try:
-                assignment = self.store.assignment(thread_id, interrupt_id)
-            except SymfonicStoreError as exc:
-                return _failed(exc)
-            why = rule.assignee_refusal(assignment, principal.name, principal.roles)
-        if why is not None:
-            try:
+        try:
+            if why is not None:
                 self.store.record_refusal(
                     thread_id, interrupt_id, response, actor=principal.name, error=why
                 )
-            except SymfonicStoreError as exc:
-                return _failed(exc)
-            return _error(403, f"not allowed: {why}; the refusal has been recorded")
+                return _error(403, f"not allowed: {why}; the refusal has been recorded")
+            # The store's rule: an assigned interrupt admits its assignee (or role) only.
+            self.store.admit_assignee(
+                thread_id, interrupt_id, response, actor=principal.name, roles=principal.roles
+            )
+        except ResumeNotAllowedError as exc:
+            return _error(403, f"not allowed: {exc}; the refusal has been recorded")
+        except SymfonicStoreError as exc:
+            return _failed(exc)
         approvers: tuple[str, ...] = ()
         quorum = None if self.policy is None else self.policy.quorum_for(record.get("name"))
         if quorum is not None:
@@ -529,28 +533,25 @@ class Approvals:
         record: Mapping[str, Any],
         quorum: tuple[int, bool, bool],
     ) -> Result | tuple[str, ...]:
-        """Record ``principal``'s vote: a :class:`Result` when it does not resume the
-        interrupt (voted, refused), else the approvers to resume it with (empty for a veto)."""
+        """Cast ``principal``'s vote through the store's quorum (``store.vote(needed=)``,
+        which counts it and decides): a :class:`Result` when it does not decide the
+        interrupt (voted, refused), else the approvers to resume it with (empty for a
+        veto). The service answers the decided interrupt itself (``resume_marker=False``),
+        to run its gateway or the ``--graph`` waiting on a marker."""
         needed, veto, four_eyes = quorum
-        requester = record.get("actor")
-        # Named as the answer would be (SPEC §12): the store's decisions function, else by
-        # the interrupt's schema (an Agent Inbox accept is a list, a HITL approval a list
-        # of decisions) -- a batch votes when its decisions agree.
         try:
+            # Named as the answer would be (SPEC §12): the store's decisions function, else
+            # by the interrupt's schema (an Agent Inbox accept is a list, a HITL approval a
+            # list of decisions) -- a batch votes when its decisions agree.
             found = decide(self.store.decisions, record.get("name"),
                            record.get("payload"), response, breakpoint=bool(record.get("breakpoint")))
-        except InvalidInputError as exc:
-            return _failed(exc)
-        words = found.get("decisions") or [found.get("decision")]
-        decision = words[0] if len(set(words)) == 1 else None
-        if decision not in (*rule.APPROVING, rule.VETOING):
-            return _error(
-                422,
-                f"this interrupt is decided by a quorum of {needed}: a vote must approve, accept "
-                f"or reject (this answer's decision: {decision!r}); nothing was written",
+            votes = self.store.vote(
+                thread_id, interrupt_id, rule.vote_decision(found), response, actor=principal.name,
+                needed=needed, veto=veto, exclude=record.get("actor") if four_eyes else None,
+                resume_marker=False,
             )
-        try:
-            votes = self.store.vote(thread_id, interrupt_id, str(decision), response, actor=principal.name)
+        except NotAVoteError as exc:
+            return _error(422, exc.problem)
         except AlreadyVotedError:
             return _error(409, "already voted")
         except InterruptAlreadyResolvedError as exc:
@@ -559,12 +560,9 @@ class Approvals:
             return _error(410, str(exc), reason=exc.reason)
         except SymfonicStoreError as exc:
             return _failed(exc)
-        count = rule.tally(votes, needed, requester=requester, four_eyes=four_eyes, veto=veto)
-        if count.vetoed_by is not None:
-            return ()
-        if not count.complete:
-            return Result(200, {"outcome": "voted", "votes": len(count.approvers), "needed": needed})
-        return count.approvers
+        if not votes.decided:
+            return Result(200, {"outcome": "voted", "votes": len(votes.approvers), "needed": needed})
+        return votes.resume_approvers
 
     def assigned_refusal(self, principal: Principal, assigned_to: str | None) -> str | None:
         """Why ``principal`` may not answer an interrupt assigned as the API shows it

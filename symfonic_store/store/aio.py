@@ -206,6 +206,7 @@ class AsyncInterruptStore(Integrations):
     escalations = _Operation(Operations.escalations)
     assign = _Operation(Operations.assign)
     record_assign_refusal = _Operation(Operations.record_assign_refusal)
+    admit_assignee = _Operation(Operations.admit_assignee)
     vote = _Operation(Operations.vote)
     votes = _Operation(Operations.votes)
     assignment = _Operation(Operations.assignment)

@@ -10,7 +10,8 @@ module each, and composed here into :class:`Operations`:
 - :mod:`.sweep_ops`: the sweep, the wake-ups it owes, the projection's rebuild;
 - :mod:`.read_ops`: state, pending lists, history, the event stream, audit, verify;
 - :mod:`.evidence_ops`: signed checkpoints, chains and archives;
-- :mod:`.vote_ops`: assignment and quorum votes;
+- :mod:`.vote_ops`: assignment and quorum votes (on the marker's plans: a deciding vote
+  resumes a marker);
 
 all on :class:`~.settings.Settings` (the TTL, the payload limit, the rules). The two
 stores drive the same plans through one runner (:mod:`.runner`), and
@@ -36,7 +37,7 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 
-class Operations(MarkerOps, NativeOps, SweepOps, ReadOps, EvidenceOps, VoteOps):
+class Operations(VoteOps, MarkerOps, NativeOps, SweepOps, ReadOps, EvidenceOps):
     """The store's settings and every public operation, as plans (see the module doc).
 
     Raises (every method): :class:`~symfonic_store.InvalidInputError` for a bad argument,

@@ -27,7 +27,7 @@ Pure functions over what the caller has read; no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -160,6 +160,25 @@ APPROVING: Final = ("approve", "accept")
 VETOING: Final = "reject"
 
 
+def vote_refusal(decision: str | None, needed: int | None) -> str | None:
+    """Why an answer cannot be a vote toward a quorum of ``needed``: only an approving
+    decision or a ``reject`` is one; None when it is (or there is no quorum)."""
+    if needed is None or decision in (*APPROVING, VETOING):
+        return None
+    return (
+        f"this interrupt is decided by a quorum of {needed}: a vote must approve, accept "
+        f"or reject (this answer's decision: {decision!r}); nothing was written"
+    )
+
+
+def vote_decision(decided: Mapping[str, Any]) -> str | None:
+    """The one decision an answer votes (what :func:`~symfonic_store.decisions.decide`
+    found): a batch votes when its decisions agree, else None (not a vote)."""
+    words = decided.get("decisions") or [decided.get("decision")]
+    first = words[0]
+    return str(first) if first is not None and len(set(words)) == 1 else None
+
+
 def voted_before(votes: Sequence[Mapping[str, Any]], actor: str) -> bool:
     """Has ``actor`` voted already (one vote per principal)?"""
     return any(v.get("actor") == actor for v in votes)
@@ -221,15 +240,24 @@ class Tally:
 
 
 def tally(
-    votes: Sequence[Mapping[str, Any]], needed: int, *, requester: str | None, four_eyes: bool, veto: bool
+    votes: Sequence[Mapping[str, Any]],
+    needed: int,
+    *,
+    requester: str | None = None,
+    four_eyes: bool = False,
+    veto: bool,
+    exclude: Collection[str] = (),
 ) -> Tally:
     """Count ``votes`` toward a quorum of ``needed``: approving votes of distinct
-    principals, the requester's excluded under ``four_eyes``; the latest vote's
-    ``reject`` vetoes when ``veto``."""
+    principals, never those of ``exclude`` (nor the requester's under ``four_eyes``);
+    the latest vote's ``reject`` vetoes when ``veto``. Once more than ``needed`` count
+    (a completing answer the graph did not take, then another vote), the latest
+    ``needed`` are the approvers."""
+    excluded = {*exclude, *((requester,) if four_eyes and requester is not None else ())}
     approvers: list[str] = []
     for v in votes:
         who = str(v.get("actor"))
-        if v.get("decision") in APPROVING and who not in approvers and not (four_eyes and who == requester):
+        if v.get("decision") in APPROVING and who not in approvers and who not in excluded:
             approvers.append(who)
     last = votes[-1] if votes else None
     vetoed = str(last.get("actor")) if veto and last is not None and last.get("decision") == VETOING else None

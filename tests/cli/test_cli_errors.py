@@ -165,6 +165,7 @@ def _options_taking_values() -> list[tuple[str, str]]:
 BASE_ARGS = {
     "resume": ["t", "i-000000000000", "--actor", "a"],
     "settle": ["t", "i-000000000000", "--as", "taken", "--actor", "a"],
+    "vote": ["t", "i-000000000000", "approve", "--actor", "a"],
     "replay": ["t"],
     "sweep": ["--dry-run"],
     "archive": ["--before", "2026-01-01", "--out", "/nonexistent/archive.jsonl"],

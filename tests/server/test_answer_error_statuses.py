@@ -46,6 +46,9 @@ class FailingStore:
     def assignment(self, thread_id: str, interrupt_id: str) -> None:
         return None  # not assigned (SPEC §15)
 
+    def admit_assignee(self, *args: Any, **kwargs: Any) -> None:
+        return None  # not assigned (SPEC §15): admitted, nothing written
+
     def interrupt_tenants(self, keys: Any) -> dict[tuple[str, str], str | None]:
         return {(t, i): None for t, i in keys}  # minted without a tenant (SPEC §15)
 
