@@ -44,7 +44,7 @@ DEMO_URL = "sqlite:///symfonic_demo.db"
 
 # Click is vendored inside newer Typer releases; its root exception is public there as
 # ``typer.TyperException``, and is ``click.ClickException`` with older ones.
-_ClickError: type[Exception] = (
+ClickError: type[Exception] = (
     getattr(typer, "TyperException", None) or importlib.import_module("click").ClickException
 )
 # The module holding Click's usage errors (vendored by Typer or not), for main() to tell them apart.

@@ -1,6 +1,6 @@
 """LangGraph's savers, bound to one of the store's connections: the SQL of their tables.
 
-:class:`_Sql` chooses, once per checkpointer, the saver for the store's backend
+:class:`SaverSql` chooses, once per checkpointer, the saver for the store's backend
 (``SqliteSaver``, ``PostgresSaver``, ``AsyncPostgresSaver``) and runs its SQL on the
 connection of a store transaction, so one COMMIT covers the checkpoint and the events.
 """
@@ -113,10 +113,10 @@ def _postgres_classes() -> tuple[type[Any], type[Any]]:
 
 
 _SAVERS = "symfonic_savers"
-"""The key, in a DBAPI connection's ``info``, of its savers by :class:`_Sql` (weakly)."""
+"""The key, in a DBAPI connection's ``info``, of its savers by :class:`SaverSql` (weakly)."""
 
 
-class _Sql:
+class SaverSql:
     """LangGraph's saver for the store's backend, bound to a connection call by call.
 
     Chosen once, when the checkpointer is made: ``SqliteSaver`` on SQLite (the asyncio
