@@ -24,7 +24,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 from urllib.parse import quote, quote_plus
 
@@ -44,7 +43,7 @@ DEMO_URL = "sqlite:///symfonic_demo.db"
 
 # Click is vendored inside newer Typer releases; its root exception is public there as
 # ``typer.TyperException``, and is ``click.ClickException`` with older ones.
-_ClickError: type[Exception] = (
+ClickError: type[Exception] = (
     getattr(typer, "TyperException", None) or importlib.import_module("click").ClickException
 )
 # The module holding Click's usage errors (vendored by Typer or not), for main() to tell them apart.
@@ -139,22 +138,18 @@ def check_database(url: str, *, create: bool) -> None:
         parsed = parse_url(url)
     except InvalidInputError:
         return  # the store refuses it with its own message
-    backend = parsed.get_backend_name()
-    if backend == "postgres":
-        # SQLAlchemy dropped this alias (Heroku-style URLs still use it).
-        raise InvalidInputError(
-            "database URL",
-            "postgres:// is not a scheme SQLAlchemy reads; write postgresql+psycopg:// "
-            "instead (postgresql+psycopg://user@host:5432/dbname)",
-        )
-    if backend != "sqlite" or create:
+    from ..db.backends import backend_for_url, misread_scheme
+
+    problem = misread_scheme(parsed)
+    if problem is not None:
+        raise InvalidInputError("database URL", problem)
+    backend = backend_for_url(parsed)
+    if backend is None or create:
         return
-    database = parsed.database or ""
-    if database in ("", ":memory:") or database.startswith("file:"):
-        return  # in memory, or a URI filename whose meaning SQLite decides
-    if not Path(database).exists():
+    file = backend.database_file(parsed)  # None: a server's, in memory, or the driver's to resolve
+    if file is not None and not file.exists():
         raise SchemaNotMigratedError(
-            f"the SQLite database {database!r} does not exist: run `{PROG} db upgrade` "
+            f"the SQLite database {str(file)!r} does not exist: run `{PROG} db upgrade` "
             "to create it, or check the path"
         )
 

@@ -18,7 +18,7 @@ from ..errors import (
     SymfonicStoreError,
 )
 from . import commands  # noqa: F401 - registers the commands on the app
-from .app import PROG, Problem, Session, _ClickError, app, click_errors
+from .app import PROG, ClickError, Problem, Session, app, click_errors
 from .help import readable_help
 
 
@@ -111,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = command.main(args=args, prog_name=PROG, standalone_mode=False, obj=session)
         return result if isinstance(result, int) else 0
-    except _ClickError as exc:
+    except ClickError as exc:
         usage_ctx = getattr(exc, "ctx", None)
         if type(exc).__name__ == "NoArgsIsHelpError":
             # Building the error printed the help already (rich) or carries it (plain).

@@ -28,6 +28,9 @@ class MarkerName(sa.sql.expression.ColumnElement[str]):
         self.column = column
 
 
+# The spelling per dialect stays here, not in db/backends/: SQLAlchemy picks a compile hook
+# by dialect name when it compiles, with no backend object at hand (the migrations' DDL and
+# `alembic check` compile it too), and it must match the index this module documents.
 @compiles(MarkerName)
 def _sqlite(element: MarkerName, compiler: Any, **kw: Any) -> str:
     return f"json_extract({compiler.process(element.column, **kw)}, '$.name')"

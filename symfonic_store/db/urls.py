@@ -42,7 +42,12 @@ def _password_out_of_query(url: URL) -> URL:
     # libpq also takes the password as a query parameter (`?password=`), which
     # SQLAlchemy's reprs do not mask: move it to where every repr hides it.
     password = url.query.get("password")
-    if password is None or url.get_backend_name() != "postgresql":
+    if password is None:
+        return url
+    from .backends import backend_for_url  # only for such a URL: parsing loads no backend
+
+    backend = backend_for_url(url)
+    if backend is None or not backend.password_in_query:
         return url
     if isinstance(password, tuple):
         password = password[-1]  # as libpq does, the last one wins
@@ -69,9 +74,9 @@ def safe_url(url: str | URL) -> str:
 
 def _backend(url: URL) -> type[Backend]:
     # Imported here: the command line parses URLs without loading the backends.
-    from .backends import BACKENDS
+    from .backends import backend_for_url
 
-    backend = BACKENDS.get(url.get_backend_name())
+    backend = backend_for_url(url)
     if backend is None:
         raise InvalidInputError(
             "database URL",

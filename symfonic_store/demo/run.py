@@ -20,7 +20,6 @@ import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
@@ -51,17 +50,21 @@ class DemoRun:
 @contextlib.contextmanager
 def _checkpointer(url: str) -> Iterator[Any]:
     """A SqliteSaver on the store's own SQLite file; in memory for any other database."""
+    from ..db.backends import backend_for_url
+
     parsed = parse_url(url)
-    database = parsed.database
-    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
+    backend = backend_for_url(parsed)
+    file = None if backend is None or backend.checkpoint_saver != "sqlite" else backend.database_file(parsed)
+    if file is None:
         from langgraph.checkpoint.memory import InMemorySaver
 
         yield InMemorySaver()
         return
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(Path(database).expanduser()), check_same_thread=False, timeout=10)
+    file = file.expanduser()
+    file.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(file), check_same_thread=False, timeout=10)
     try:
         yield SqliteSaver(conn)
     finally:

@@ -18,14 +18,14 @@ from ..db.translate import translate_errors
 from ..store.plan import Op
 from .loopcall import LoopCall
 from .recording import moved, needs_saved, saved_answers
-from .saver_sql import _Sql
+from .saver_sql import SaverSql
 from .saver_steps import (
-    _Checkpointer,
-    _strategy,
-    _task_record,
-    _thread_ids,
+    BaseStoreCheckpointer,
+    prune_strategy,
+    task_record,
+    thread_id_list,
 )
-from .saver_writer import _async_writer_queue, _read
+from .saver_writer import async_writer_queue, read_op
 from .served_records import update_closing
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ _SYNC_REFUSED = (
 )
 
 
-class AsyncStoreCheckpointer(_Checkpointer):
+class AsyncStoreCheckpointer(BaseStoreCheckpointer):
     """The checkpointer of an :class:`~symfonic_store.AsyncInterruptStore`.
 
     The async twin of :class:`StoreCheckpointer`: the same tables, serialiser and
@@ -50,7 +50,7 @@ class AsyncStoreCheckpointer(_Checkpointer):
     """
 
     def __init__(self, store: AsyncInterruptStore) -> None:
-        super().__init__(store, _Sql(backend_of(store.engine), asynchronous=True))
+        super().__init__(store, SaverSql(backend_of(store.engine), asynchronous=True))
         self._loop = LoopCall(_SYNC_REFUSED)
 
     async def _run(self, op: Op[Any]) -> Any:
@@ -61,10 +61,10 @@ class AsyncStoreCheckpointer(_Checkpointer):
                 async with self.store.engine.connect() as aconn:
                     if self._sql.backend.checkpoint_reads_autocommit:
                         aconn = await aconn.execution_options(isolation_level="AUTOCOMMIT")
-                    return await aconn.run_sync(_read, op)
+                    return await aconn.run_sync(read_op, op)
         if not self._queue_writers:
             return await self.store.runner.run(op)
-        async with _async_writer_queue(self.store.engine.sync_engine):
+        async with async_writer_queue(self.store.engine.sync_engine):
             return await self.store.runner.run(op)
 
     async def setup(self) -> None:
@@ -125,7 +125,7 @@ class AsyncStoreCheckpointer(_Checkpointer):
         saved = 0
         if needs_saved(writes):
             saved = saved_answers(await self.aget_tuple(config), task_id)
-        forwarded, record = _task_record(config, writes, task_id, saved)
+        forwarded, record = task_record(config, writes, task_id, saved)
         recorded = [] if record is None else self._collect("record_task_writes", record)
         flight: list[str] = []
         try:
@@ -142,12 +142,12 @@ class AsyncStoreCheckpointer(_Checkpointer):
         await self._run(self._copy_thread(str(source_thread_id), target))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        ids = _thread_ids(run_ids)
+        ids = thread_id_list(run_ids)
         if ids:
             await self._run(self._delete_for_runs(ids))
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        ids, how = _thread_ids(thread_ids), _strategy(strategy)
+        ids, how = thread_id_list(thread_ids), prune_strategy(strategy)
         if not ids:
             return
         recorded = []

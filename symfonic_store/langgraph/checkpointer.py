@@ -62,24 +62,24 @@ from ..store.plan import Op
 from ..store.runner import is_async_store
 from .async_checkpointer import AsyncStoreCheckpointer
 from .recording import moved, needs_saved, saved_answers
-from .saver_sql import _Sql, serializer
+from .saver_sql import SaverSql, serializer
 from .saver_steps import (
     CHECKPOINTER_KEY,
     GRAPH_KEY,
-    _Checkpointer,
-    _strategy,
-    _task_record,
-    _thread_ids,
+    BaseStoreCheckpointer,
+    prune_strategy,
+    task_record,
+    thread_id_list,
     waited,
 )
-from .saver_writer import _read, _sqlite_writer
+from .saver_writer import read_op, sqlite_writer
 from .served_records import update_closing
 
 if TYPE_CHECKING:
     from ..store import AsyncInterruptStore, InterruptStore
 
 
-class StoreCheckpointer(_Checkpointer):
+class StoreCheckpointer(BaseStoreCheckpointer):
     """The checkpointer of an :class:`~symfonic_store.InterruptStore` (``store.checkpointer()``).
 
     A LangGraph checkpoint saver whose checkpoints live in the store's database, in
@@ -90,18 +90,18 @@ class StoreCheckpointer(_Checkpointer):
     """
 
     def __init__(self, store: InterruptStore) -> None:
-        super().__init__(store, _Sql(backend_of(store.engine), asynchronous=False))
+        super().__init__(store, SaverSql(backend_of(store.engine), asynchronous=False))
 
     def _run(self, op: Op[Any]) -> Any:
         self._ready()
         if self._queue_writers:
-            return _sqlite_writer(self.store.engine).run(self.store, op)
+            return sqlite_writer(self.store.engine).run(self.store, op)
         if op.write:
             return self.store.runner.run(op)
         # PostgreSQL reads of LangGraph's tables: one statement each, outside a
         # transaction, as PostgresSaver reads (no BEGIN and COMMIT round trips).
         with translate_errors(), self.store.engine.connect() as conn:
-            return _read(conn.execution_options(isolation_level="AUTOCOMMIT"), op)
+            return read_op(conn.execution_options(isolation_level="AUTOCOMMIT"), op)
 
     def setup(self) -> None:
         """Create LangGraph's checkpoint tables in the store's database (idempotent).
@@ -164,7 +164,7 @@ class StoreCheckpointer(_Checkpointer):
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
         saved = saved_answers(self.get_tuple(config), task_id) if needs_saved(writes) else 0
-        forwarded, record = _task_record(config, writes, task_id, saved)
+        forwarded, record = task_record(config, writes, task_id, saved)
         recorded = [] if record is None else self._collect("record_task_writes", record)
         flight: list[str] = []
         try:
@@ -181,12 +181,12 @@ class StoreCheckpointer(_Checkpointer):
         self._run(self._copy_thread(str(source_thread_id), target))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        ids = _thread_ids(run_ids)
+        ids = thread_id_list(run_ids)
         if ids:
             self._run(self._delete_for_runs(ids))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        ids, how = _thread_ids(thread_ids), _strategy(strategy)
+        ids, how = thread_id_list(thread_ids), prune_strategy(strategy)
         if not ids:
             return
         # Deleted, a thread waits on nothing: its open interrupts are closed (superseded).
@@ -250,7 +250,7 @@ def checkpointer_for(store: InterruptStore | AsyncInterruptStore) -> StoreCheckp
 
 def is_own(store: Any, saver: Any) -> bool:
     """Is ``saver`` a checkpointer of ``store`` (``store.checkpointer()``)?"""
-    return isinstance(saver, _Checkpointer) and saver.store is store
+    return isinstance(saver, BaseStoreCheckpointer) and saver.store is store
 
 
 def own_checkpointer(store: Any, config: Any) -> Any:

@@ -1,6 +1,6 @@
 """LangGraph's savers, bound to one of the store's connections: the SQL of their tables.
 
-:class:`_Sql` chooses, once per checkpointer, the saver for the store's backend
+:class:`SaverSql` chooses, once per checkpointer, the saver for the store's backend
 (``SqliteSaver``, ``PostgresSaver``, ``AsyncPostgresSaver``) and runs its SQL on the
 connection of a store transaction, so one COMMIT covers the checkpoint and the events.
 """
@@ -11,7 +11,7 @@ import asyncio
 import copy
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -112,11 +112,25 @@ def _postgres_classes() -> tuple[type[Any], type[Any]]:
     return _POSTGRES_CLASSES
 
 
+def _sqlite_classes() -> tuple[type[Any], type[Any] | None]:
+    """``SqliteSaver`` (:class:`_SqliteSql`'s shape); no async twin: the asyncio store
+    drives it through ``run_sync``."""
+    return _SqliteSql, None
+
+
+SAVER_CLASSES: dict[str, Callable[[], tuple[type[Any], type[Any] | None]]] = {
+    "sqlite": _sqlite_classes,
+    "postgres": _postgres_classes,
+}
+"""LangGraph's saver classes (sync, async) by the backend's ``checkpoint_saver``. Here,
+not in ``db/backends/``: the database layer does not import LangGraph; a backend names
+its saver and a new saver adds its entry."""
+
 _SAVERS = "symfonic_savers"
-"""The key, in a DBAPI connection's ``info``, of its savers by :class:`_Sql` (weakly)."""
+"""The key, in a DBAPI connection's ``info``, of its savers by :class:`SaverSql` (weakly)."""
 
 
-class _Sql:
+class SaverSql:
     """LangGraph's saver for the store's backend, bound to a connection call by call.
 
     Chosen once, when the checkpointer is made: ``SqliteSaver`` on SQLite (the asyncio
@@ -130,12 +144,10 @@ class _Sql:
         self.backend = backend
         self.layout = backend.checkpoint_layout
         self.awaits = backend.async_checkpoint_saver and asynchronous
-        if backend.checkpoint_saver == "postgres":
-            sync_class, self._async_class = _postgres_classes()
-            self._template: Any = sync_class(None, serde=self.serde)
-        else:
-            self._template = _SqliteSql(None, serde=self.serde)  # type: ignore[arg-type]
-            self._template.is_setup = True  # setup() is the store's to call, once
+        sync_class, self._async_class = SAVER_CLASSES[backend.checkpoint_saver]()
+        self._template: Any = sync_class(None, serde=self.serde)
+        if not backend.checkpoint_setup_autocommit:
+            self._template.is_setup = True  # setup() is the store's to call, once (SqliteSaver)
         self._async_template: Any = None
 
     def bind(self, conn: Connection) -> Any:
@@ -154,6 +166,7 @@ class _Sql:
             return saver
         if self.awaits:
             if self._async_template is None:
+                assert self._async_class is not None  # awaits: the backend has an async saver
                 # AsyncPostgresSaver notes the running loop when made: make it in the loop.
                 self._async_template = self._async_class(None, serde=self.serde)
             saver = copy.copy(self._async_template)

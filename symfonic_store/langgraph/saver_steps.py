@@ -1,6 +1,6 @@
 """What both checkpointer twins share: a step's writes and the store's records, one COMMIT.
 
-:class:`_Checkpointer` builds each saver call as one store :class:`~symfonic_store.store.plan.Op`:
+:class:`BaseStoreCheckpointer` builds each saver call as one store :class:`~symfonic_store.store.plan.Op`:
 LangGraph's SQL (:mod:`.saver_sql`), the writes the task's node and router deferred into
 its step (:class:`~symfonic_store.store.steps.StepWrites`) and what the recording
 checkpointer records of them, in one write transaction. The twins
@@ -30,7 +30,7 @@ from ..store.plan import Op
 from ..store.steps import Step, StepWrites, deferring
 from . import served_records as served
 from .recording import observed
-from .saver_sql import _Sql
+from .saver_sql import SaverSql
 from .saver_writer import active_settled
 
 if TYPE_CHECKING:
@@ -56,19 +56,19 @@ def _thread_id(config: Any) -> str:
     return str(thread_id)
 
 
-def _thread_ids(thread_ids: Any) -> list[str]:
+def thread_id_list(thread_ids: Any) -> list[str]:
     if isinstance(thread_ids, str):
         raise TypeError("thread_ids must be a sequence of thread IDs, not a str")
     return [str(t) for t in thread_ids]
 
 
-def _strategy(strategy: str) -> str:
+def prune_strategy(strategy: str) -> str:
     if strategy not in tables.PRUNE_STRATEGIES:
         raise ValueError(f"Unknown prune strategy: {strategy!r}")
     return strategy
 
 
-def _task_record(
+def task_record(
     config: Any, writes: Sequence[tuple[str, Any]], task_id: str, saved: int
 ) -> tuple[Any, Any]:
     """The writes to save, and what the store records of them (or None)."""
@@ -129,12 +129,12 @@ def waited(exc: BaseException, backend: Backend) -> bool:
     return code is not None and code.code == WAITED_SQLSTATE
 
 
-class _Checkpointer(BaseCheckpointSaver[str]):
+class BaseStoreCheckpointer(BaseCheckpointSaver[str]):
     """What both twins share: the bound SQL, the deferred writes, the transactions."""
 
     store: Any
 
-    def __init__(self, store: InterruptStore | AsyncInterruptStore, sql: _Sql) -> None:
+    def __init__(self, store: InterruptStore | AsyncInterruptStore, sql: SaverSql) -> None:
         super().__init__(serde=sql.serde)
         self.store = store
         self._sql = sql

@@ -1,8 +1,8 @@
 """The checkpointer's write queue on SQLite, and its reads outside a transaction.
 
-SQLite lets one writer in; :class:`_SqliteWriter` queues the checkpointer's write
+SQLite lets one writer in; :class:`SqliteWriter` queues the checkpointer's write
 transactions of one database and commits what arrived together as a group, on one held
-connection (see its docstring). :func:`_async_writer_queue` is its asyncio counterpart.
+connection (see its docstring). :func:`async_writer_queue` is its asyncio counterpart.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ..store import execute
 from ..store.plan import Op
 
 
-def _read(conn: Connection, op: Op[Any]) -> Any:
+def read_op(conn: Connection, op: Op[Any]) -> Any:
     """A read outside a transaction (each statement atomic), as LangGraph's savers read."""
     try:
         return op.fn(conn)
@@ -105,7 +105,7 @@ class _Job:
     error: BaseException | None = None
 
 
-class _SqliteWriter:
+class SqliteWriter:
     """The checkpointer's write transactions on one SQLite database: queued, grouped,
     on one connection.
 
@@ -132,7 +132,7 @@ class _SqliteWriter:
         of LangGraph's tables outside one, as ``SqliteSaver`` reads (each statement atomic)."""
         if not op.write:
             with self.lock:
-                return self._on_connection(store, partial(_read, op=op))
+                return self._on_connection(store, partial(read_op, op=op))
         job = _Job(op)
         with self._queue_lock:
             self._queued.append(job)
@@ -204,22 +204,22 @@ class _SqliteWriter:
             self.settled = Settled()
 
 
-_WRITERS: weakref.WeakKeyDictionary[Any, _SqliteWriter] = weakref.WeakKeyDictionary()
+_WRITERS: weakref.WeakKeyDictionary[Any, SqliteWriter] = weakref.WeakKeyDictionary()
 _WRITERS_LOCK = threading.Lock()
 _ASYNC_QUEUES: weakref.WeakKeyDictionary[Any, dict[Any, asyncio.Lock]] = weakref.WeakKeyDictionary()
 
 
-def _sqlite_writer(engine: Any) -> _SqliteWriter:
+def sqlite_writer(engine: Any) -> SqliteWriter:
     """The writer of ``engine``'s database (one per engine, shared by its checkpointers)."""
     with _WRITERS_LOCK:
         writer = _WRITERS.get(engine)
         if writer is None:
-            writer = _WRITERS[engine] = _SqliteWriter(engine)
+            writer = _WRITERS[engine] = SqliteWriter(engine)
         return writer
 
 
-def _async_writer_queue(engine: Any) -> asyncio.Lock:
-    """As :class:`_SqliteWriter`'s lock, for the coroutines of one event loop.
+def async_writer_queue(engine: Any) -> asyncio.Lock:
+    """As :class:`SqliteWriter`'s lock, for the coroutines of one event loop.
 
     Kept per loop (a lock belongs to the loop that first waits on it); a new loop's
     lock is made after the closed loops' are dropped, so a store used from one

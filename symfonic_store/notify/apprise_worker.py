@@ -1,4 +1,4 @@
-"""The child process an :class:`~symfonic_store.notify.senders.AppriseSender` sends
+"""The child process an :class:`~symfonic_store.notify.channels.apprise.AppriseSender` sends
 through (SPEC §14).
 
 Apprise blocks, and its plugins' timeouts bound each read, not a whole notification; a

@@ -17,20 +17,22 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from ..errors import InvalidInputError
+from .channels import Destination, channels
+from .channels.apprise import AppriseUrls
+from .channels.base import SUBSCRIPTION_KEYS
+from .channels.webhook import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT  # its old home
+from .channels.webhook import Webhook
+from .fields import bad, keys, number
+from .fields import safe_target as safe_target  # its old home
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
-DEFAULT_TIMEOUT = 10.0
-
-
-def _bad(where: str, problem: str) -> InvalidInputError:
-    return InvalidInputError(f"notify config {where}", problem)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,23 +52,31 @@ class Retry:
 
 
 @dataclass(frozen=True, slots=True)
-class Webhook:
-    url: str
-    secret: str = field(repr=False)
-    timeout: float = DEFAULT_TIMEOUT
-
-
-@dataclass(frozen=True, slots=True)
 class Subscription:
-    """One subscription: what it matches and where it goes (a webhook or Apprise URLs)."""
+    """One subscription: what it matches and where it goes (its channel's destination:
+    a :class:`~.channels.webhook.Webhook`, :class:`~.channels.apprise.AppriseUrls`, or
+    a registered channel's)."""
 
     name: str
     events: tuple[str, ...]
     interrupts: tuple[str, ...] | None
     tenants: tuple[str, ...] | None
     retry: Retry
-    webhook: Webhook | None = None
-    apprise: tuple[str, ...] = field(default=(), repr=False)
+    destination: Destination
+
+    @property
+    def webhook(self) -> Webhook | None:
+        """Deprecated: ``destination``, when it is a webhook."""
+        warnings.warn("Subscription.webhook is deprecated: read Subscription.destination",
+                      DeprecationWarning, stacklevel=2)
+        return self.destination if isinstance(self.destination, Webhook) else None
+
+    @property
+    def apprise(self) -> tuple[str, ...]:
+        """Deprecated: ``destination.urls``, when it is Apprise's."""
+        warnings.warn("Subscription.apprise is deprecated: read Subscription.destination",
+                      DeprecationWarning, stacklevel=2)
+        return self.destination.urls if isinstance(self.destination, AppriseUrls) else ()
 
     def matches(self, event_type: str, name: str | None, tenant: str | None) -> bool:
         """Does an event of ``event_type`` about interrupt ``name`` of ``tenant`` concern it?
@@ -95,9 +105,7 @@ class Subscription:
     @property
     def target(self) -> str:
         """Where it delivers, secrets left out: scheme and host only."""
-        if self.webhook is not None:
-            return safe_target(self.webhook.url)
-        return ", ".join(safe_target(u) for u in self.apprise)
+        return self.destination.target
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,126 +126,53 @@ class NotifyConfig:
         raise InvalidInputError("NAME", f"no subscription {name!r} in the config (it has: {known})")
 
 
-def safe_target(url: str) -> str:
-    """``scheme://host`` of a URL: what may be printed of a URL that carries secrets."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-    except ValueError:
-        return "(unreadable URL)"
-    scheme = parts.scheme or "?"
-    return f"{scheme}://{host}" if host else f"{scheme}://"
-
-
-def _keys(value: Any, where: str, allowed: set[str]) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise _bad(where, "must be a JSON object")
-    unknown = sorted(set(value) - allowed)
-    if unknown:
-        raise _bad(f"{where}.{unknown[0]}" if where else unknown[0],
-                   f"unknown key (known: {', '.join(sorted(allowed))})")
-    return value
-
-
-def _number(value: Any, where: str, *, minimum: float, integer: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or (integer and not isinstance(value, int)):
-        raise _bad(where, f"must be {'an integer' if integer else 'a number'}")
-    if value < minimum:
-        raise _bad(where, f"must be at least {minimum:g}")
-    return float(value)
-
-
 def _retry(value: Any, where: str, base: Retry) -> Retry:
-    raw = _keys(value, where, {"max_tries", "max_age_seconds", "backoff_seconds"})
+    raw = keys(value, where, {"max_tries", "max_age_seconds", "backoff_seconds"})
     max_tries = base.max_tries
     if "max_tries" in raw:
-        max_tries = int(_number(raw["max_tries"], f"{where}.max_tries", minimum=1, integer=True))
+        max_tries = int(number(raw["max_tries"], f"{where}.max_tries", minimum=1, integer=True))
     max_age = base.max_age_seconds
     if "max_age_seconds" in raw:
-        max_age = _number(raw["max_age_seconds"], f"{where}.max_age_seconds", minimum=0)
+        max_age = number(raw["max_age_seconds"], f"{where}.max_age_seconds", minimum=0)
     first, cap = base.backoff_first, base.backoff_cap
     if "backoff_seconds" in raw:
         pair = raw["backoff_seconds"]
         if not isinstance(pair, list) or len(pair) != 2:
-            raise _bad(f"{where}.backoff_seconds", "must be [first, cap] in seconds")
-        first = _number(pair[0], f"{where}.backoff_seconds[0]", minimum=0)
-        cap = _number(pair[1], f"{where}.backoff_seconds[1]", minimum=0)
+            raise bad(f"{where}.backoff_seconds", "must be [first, cap] in seconds")
+        first = number(pair[0], f"{where}.backoff_seconds[0]", minimum=0)
+        cap = number(pair[1], f"{where}.backoff_seconds[1]", minimum=0)
         if cap < first:
-            raise _bad(f"{where}.backoff_seconds", "the cap must not be below the first delay")
+            raise bad(f"{where}.backoff_seconds", "the cap must not be below the first delay")
     return Retry(max_tries=max_tries, max_age_seconds=max_age, backoff_first=first, backoff_cap=cap)
 
 
 def _globs(value: Any, where: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not value or not all(isinstance(p, str) and p for p in value):
-        raise _bad(where, "must be a non-empty list of glob patterns (strings)")
+        raise bad(where, "must be a non-empty list of glob patterns (strings)")
     return tuple(value)
 
 
-def _url(value: Any, where: str, schemes: tuple[str, ...] | None = None) -> str:
-    if not isinstance(value, str) or "://" not in value:
-        raise _bad(where, "must be a URL (scheme://...)")
-    scheme = value.split("://", 1)[0].lower()
-    if schemes is not None and scheme not in schemes:
-        raise _bad(where, f"must be an {' or '.join(schemes)} URL, not {scheme}://")
-    return value
-
-
-def _secret(raw: dict[str, Any], where: str, base: Path) -> str:
-    path_value = raw.get("secret_file")
-    if not isinstance(path_value, str) or not path_value:
-        raise _bad(f"{where}.secret_file", "must name the file holding the whsec_ secret")
-    path = Path(path_value)
-    if not path.is_absolute():
-        path = base / path
-    try:
-        secret = path.read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise _bad(f"{where}.secret_file", f"cannot be read ({exc.strerror or exc})") from None
-    if not secret.startswith("whsec_") or len(secret) <= len("whsec_"):
-        raise _bad(f"{where}.secret_file", "must hold a secret that starts with whsec_ (base64 after it)")
-    import base64
-    import binascii
-
-    try:
-        base64.b64decode(secret[len("whsec_"):], validate=True)
-    except (binascii.Error, ValueError):
-        raise _bad(f"{where}.secret_file", "the secret after whsec_ is not base64") from None
-    return secret
-
-
 def _subscription(value: Any, where: str, retry: Retry, base: Path) -> Subscription:
-    raw = _keys(value, where, {"name", "events", "interrupts", "tenants", "retry", "webhook", "apprise"})
+    raw = keys(value, where, set(SUBSCRIPTION_KEYS) | {c.key for c in channels()})
     name = raw.get("name")
     if not isinstance(name, str) or not NAME.fullmatch(name):
-        raise _bad(f"{where}.name", "must be 1 to 128 letters, digits, '_', '.', '-' (starting with a letter or digit)")
+        raise bad(f"{where}.name", "must be 1 to 128 letters, digits, '_', '.', '-' (starting with a letter or digit)")
     events = _globs(raw.get("events", ["*"]), f"{where}.events")
     interrupts = _globs(raw["interrupts"], f"{where}.interrupts") if "interrupts" in raw else None
     tenants = None
     if "tenants" in raw:
         t = raw["tenants"]
         if not isinstance(t, list) or not all(isinstance(x, str) and x for x in t):
-            raise _bad(f"{where}.tenants", "must be a list of tenant names (strings)")
+            raise bad(f"{where}.tenants", "must be a list of tenant names (strings)")
         tenants = tuple(t)
     own_retry = _retry(raw["retry"], f"{where}.retry", retry) if "retry" in raw else retry
-    has_webhook, has_apprise = "webhook" in raw, "apprise" in raw
-    if has_webhook == has_apprise:
-        raise _bad(where, "needs exactly one of webhook or apprise")
-    if has_webhook:
-        hook = _keys(raw["webhook"], f"{where}.webhook", {"url", "secret_file", "timeout_seconds"})
-        url = _url(hook.get("url"), f"{where}.webhook.url", ("http", "https"))
-        timeout = DEFAULT_TIMEOUT
-        if "timeout_seconds" in hook:
-            timeout = _number(hook["timeout_seconds"], f"{where}.webhook.timeout_seconds", minimum=0.1)
-        secret = _secret(hook, f"{where}.webhook", base)
-        return Subscription(name, events, interrupts, tenants, own_retry,
-                            webhook=Webhook(url, secret, timeout))
-    urls = raw["apprise"]
-    if isinstance(urls, str):
-        urls = [urls]
-    if not isinstance(urls, list) or not urls:
-        raise _bad(f"{where}.apprise", "must be an Apprise URL or a non-empty list of them")
-    checked = tuple(_url(u, f"{where}.apprise[{i}]") for i, u in enumerate(urls))
-    return Subscription(name, events, interrupts, tenants, own_retry, apprise=checked)
+    named = [c for c in channels() if c.key in raw]
+    if len(named) != 1:
+        known = [c.key for c in channels()]
+        raise bad(where, f"needs exactly one of {', '.join(known[:-1])} or {known[-1]}")
+    (channel,) = named
+    destination = channel.parse(raw[channel.key], f"{where}.{channel.key}", base)
+    return Subscription(name, events, interrupts, tenants, own_retry, destination)
 
 
 def parse_config(value: Any, *, base: Path | None = None) -> NotifyConfig:
@@ -246,17 +181,17 @@ def parse_config(value: Any, *, base: Path | None = None) -> NotifyConfig:
     Raises:
         InvalidInputError: a key is missing, unknown or wrong; the message names it.
     """
-    raw = _keys(value, "", {"retry", "subscriptions"})
+    raw = keys(value, "", {"retry", "subscriptions"})
     retry = _retry(raw["retry"], "retry", Retry()) if "retry" in raw else Retry()
     subs = raw.get("subscriptions")
     if not isinstance(subs, list) or not subs:
-        raise _bad("subscriptions", "must be a non-empty list")
+        raise bad("subscriptions", "must be a non-empty list")
     where = base or Path.cwd()
     parsed = tuple(_subscription(s, f"subscriptions[{i}]", retry, where) for i, s in enumerate(subs))
     seen: set[str] = set()
     for i, s in enumerate(parsed):
         if s.name in seen:
-            raise _bad(f"subscriptions[{i}].name", f"{s.name!r} is used twice")
+            raise bad(f"subscriptions[{i}].name", f"{s.name!r} is used twice")
         seen.add(s.name)
     return NotifyConfig(parsed, retry)
 

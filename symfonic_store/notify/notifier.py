@@ -49,9 +49,9 @@ from ..store.plan import Op
 from ..store.runner import is_async_store
 from ..tracing import span
 from . import ledger
+from .channels import Delivery, Outcome, Sender
 from .config import NotifyConfig, Subscription, load_config, parse_config
-from .message import Interrupt, short_message, webhook_body, webhook_id
-from .senders import APPRISE_TIMEOUT, AppriseSender, Outcome, WebhookSender, sender_for
+from .message import Interrupt, webhook_id
 
 if TYPE_CHECKING:
     from ..store import InterruptStore
@@ -150,8 +150,7 @@ class Notifier:
         slowest, index = max((timeout_of(s), i) for i, s in enumerate(config.subscriptions))
         if lease_seconds <= slowest:
             # A send outlasting the lease would let another process send the same event at once.
-            field = (f"subscriptions[{index}].webhook.timeout_seconds" if config.subscriptions[index].webhook
-                     else f"subscriptions[{index}], Apprise's timeout")
+            field = config.subscriptions[index].destination.timeout_field(f"subscriptions[{index}]")
             raise InvalidInputError(
                 "lease_seconds",
                 f"must be above the slowest delivery's timeout ({slowest:g} s, {field}): a send "
@@ -162,10 +161,10 @@ class Notifier:
         self._leases: dict[str, float] = {}
         """Until when this process holds each subscription (as it last wrote)."""
         self._pool: ThreadPoolExecutor | None = None
-        self._senders: dict[str, WebhookSender | AppriseSender] = {}
+        self._senders: dict[str, Sender] = {}
         try:
             for i, sub in enumerate(config.subscriptions):
-                self._senders[sub.name] = sender_for(sub, i)
+                self._senders[sub.name] = sub.destination.sender(f"subscriptions[{i}]")
         except BaseException:
             self.close()
             raise
@@ -403,12 +402,7 @@ class Notifier:
             "symfonic.interrupt_id": event.interrupt_id, "symfonic.event_type": event.type,
             "symfonic.position": event.position, "symfonic.webhook_id": msg_id,
         }) as opened:
-            if isinstance(sender, WebhookSender):
-                outcome = sender.send(msg_id, webhook_body(event, interrupt, self.inbox_url), now=now,
-                                      within=within)
-            else:
-                title, body = short_message(event, interrupt, self.inbox_url, now=now)
-                outcome = sender.send(title, body, within=within)
+            outcome = sender.deliver(Delivery(msg_id, event, interrupt, self.inbox_url, now), within=within)
             opened.set_attribute("symfonic.outcome", outcome.kind)
         return outcome
 
@@ -527,7 +521,7 @@ class Notifier:
 
 def timeout_of(sub: Subscription) -> float:
     """Seconds one send to ``sub`` may take, from the connection to the last byte."""
-    return sub.webhook.timeout if sub.webhook is not None else APPRISE_TIMEOUT
+    return sub.destination.timeout
 
 
 def _from_mint(data: dict[str, Any], tenant: Any) -> Interrupt:

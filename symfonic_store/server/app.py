@@ -23,6 +23,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..db.backends import backend_of
 from ..errors import DatabaseError, InvalidInputError
 from . import api
 from .approvals import Approvals
@@ -214,8 +215,8 @@ def create_app(
         poll_interval=poll_interval,
         templates=pages.environment(),
         lanes=Lanes(
-            threads=store_threads or default_threads(store.engine.dialect.name),
-            one_writer=store.engine.dialect.name == "sqlite",
+            threads=store_threads or default_threads(backend_of(store.engine)),
+            one_writer=backend_of(store.engine).single_writer,
         ),
     )
     routes = [

@@ -26,10 +26,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
+
+if TYPE_CHECKING:
+    from ..db.backends import Backend
 
 T = TypeVar("T")
 
@@ -44,9 +47,10 @@ memory), so more threads than cores only queue at the GIL -- where the one answe
 committing would wait too, after each call into SQLite, for its turn."""
 
 
-def default_threads(dialect: str) -> int:
-    """The readers' threads for a store on ``dialect`` (``sqlite``, ``postgresql``)."""
-    return SQLITE_READ_THREADS if dialect == "sqlite" else DEFAULT_STORE_THREADS
+def default_threads(backend: Backend) -> int:
+    """The readers' threads for a store on ``backend``: few for a database in this
+    process (SQLite), more for one behind round trips (PostgreSQL)."""
+    return SQLITE_READ_THREADS if backend.in_process else DEFAULT_STORE_THREADS
 
 
 class Lanes:

@@ -20,7 +20,7 @@ from symfonic_store import (
     SchemaNotMigratedError,
 )
 from symfonic_store.db import statements
-from symfonic_store.db.backends import BACKENDS, backend_of
+from symfonic_store.db.backends import BACKENDS, backend_for_url, backend_of
 from symfonic_store.db.backends.base import Backend
 from symfonic_store.db.executor import FAST_PATH_OPTION, executor_for
 from symfonic_store.db.schema import (
@@ -30,6 +30,7 @@ from symfonic_store.db.schema import (
     threads,
 )
 from symfonic_store.db.translate import SchemaSuspectError, translated
+from symfonic_store.db.urls import parse_url
 
 
 class BackendContract:
@@ -183,6 +184,16 @@ class BackendContract:
         store.checkpointer().setup()
         names = set(sa.inspect(store.engine).get_table_names())
         assert {t.name for t in store_backend.checkpoint_layout.tables} <= names
+
+    def test_the_url_facts_are_the_backends(self, url: str, store: InterruptStore, store_backend: Backend) -> None:
+        """The URL names the engine's backend; only a database in this process has a file
+        (there once set up); a ``?password=`` leaves the query where the driver reads it there."""
+        parsed = parse_url(url)
+        assert backend_for_url(parsed) is type(store_backend)
+        file = store_backend.database_file(parsed)
+        assert (file is not None and file.exists()) == store_backend.in_process
+        with_password = parse_url(url + ("&" if "?" in url else "?") + "password=s3cret")
+        assert ("password" in with_password.query) != store_backend.password_in_query
 
 
 class TestSQLite(BackendContract):

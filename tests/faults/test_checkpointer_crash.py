@@ -68,7 +68,7 @@ def child_main(url: str, mode: str, kill_at: int, inside: bool) -> int:
     if mode == "own":
         saver: Any = store.checkpointer()
         if inside:
-            real_call = saver_sql._Sql.call
+            real_call = saver_sql.SaverSql.call
 
             def call(self: Any, conn: Any, method: str, *args: Any, **kwargs: Any) -> Any:
                 result = real_call(self, conn, method, *args, **kwargs)
@@ -76,7 +76,7 @@ def child_main(url: str, mode: str, kill_at: int, inside: bool) -> int:
                     tick()  # LangGraph's SQL ran; the transaction is still open
                 return result
 
-            saver_sql._Sql.call = call  # type: ignore[method-assign]
+            saver_sql.SaverSql.call = call  # type: ignore[method-assign]
         else:
             for name in ("put", "put_writes"):
                 real = getattr(saver, name)

@@ -273,7 +273,7 @@ def raw_fault(migrated_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[di
     fault = {"runner": False, "saver": False}
     error = driver_error(migrated_url)
     choose = execute_module.choose_executor_again
-    call, tuples = saver_sql._Sql.call, saver_sql._Sql.tuples
+    call, tuples = saver_sql.SaverSql.call, saver_sql.SaverSql.tuples
 
     def choose_again(conn: Any) -> Any:
         if fault["runner"]:
@@ -291,8 +291,8 @@ def raw_fault(migrated_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[di
         return tuples(self, conn, config, **kwargs)
 
     monkeypatch.setattr(execute_module, "choose_executor_again", choose_again)
-    monkeypatch.setattr(saver_sql._Sql, "call", saver_call)
-    monkeypatch.setattr(saver_sql._Sql, "tuples", saver_tuples)
+    monkeypatch.setattr(saver_sql.SaverSql, "call", saver_call)
+    monkeypatch.setattr(saver_sql.SaverSql, "tuples", saver_tuples)
     yield fault
 
 
@@ -475,7 +475,7 @@ def test_a_checkpointer_group_lost_at_commit_is_unknown_and_not_retried(sqlite_u
     store.setup()
     with store.engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE scratch (n INTEGER)")
-    writer = saver_writer._sqlite_writer(store.engine)
+    writer = saver_writer.sqlite_writer(store.engine)
     fired = {"done": False}
 
     def lost_at_commit(conn: Any) -> None:

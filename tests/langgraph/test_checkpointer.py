@@ -70,13 +70,13 @@ def counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counts]:
 
     monkeypatch.setattr(execute, "run_write", run_write)
     for name in ("put", "put_writes"):
-        real = getattr(saver_steps._Checkpointer, "_" + name)
+        real = getattr(saver_steps.BaseStoreCheckpointer, "_" + name)
 
         def counted(self: Any, *args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
             seen.saver[_name] += 1  # one put / put_writes of LangGraph's
             return _real(self, *args, **kwargs)
 
-        monkeypatch.setattr(saver_steps._Checkpointer, "_" + name, counted)
+        monkeypatch.setattr(saver_steps.BaseStoreCheckpointer, "_" + name, counted)
     for cls in (own.StoreCheckpointer, own.AsyncStoreCheckpointer):
         real_run = cls._run
 
@@ -154,14 +154,14 @@ async def test_every_durability_mode_records_the_whole_run(migrated_url: str, du
 async def test_a_step_langgraph_could_not_save_records_nothing(migrated_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """When saving the step that raised the marker fails, neither its mint nor its route decision is recorded."""
     async with open_own_rig(migrated_url, "invoke") as rig:
-        real_call = saver_sql._Sql.call
+        real_call = saver_sql.SaverSql.call
 
         def failing(self: Any, conn: Any, method: str, *args: Any, **kwargs: Any) -> Any:
             if method in ("put", "put_writes") and "approval_required" in repr(args):
                 raise RuntimeError("disk full")  # every save that carries the marker
             return real_call(self, conn, method, *args, **kwargs)
 
-        monkeypatch.setattr(saver_sql._Sql, "call", failing)
+        monkeypatch.setattr(saver_sql.SaverSql, "call", failing)
         with pytest.raises(RuntimeError, match="disk full"):
             # "sync": the run stops at the step LangGraph could not save (with "async"
             # it runs one step further and saves that step's writes anyway).
@@ -361,7 +361,7 @@ def test_sqlite_writes_that_queue_together_commit_together_and_a_bad_one_fails_a
         "channel_values": {}, "channel_versions": {}, "versions_seen": {}, "updated_channels": None,
     }
     stored = saver.put(config, checkpoint, {"source": "input", "step": -1}, {})
-    writer = saver_writer._sqlite_writer(store.engine)
+    writer = saver_writer.sqlite_writer(store.engine)
     outcomes: dict[int, BaseException | None] = {}
 
     def write(n: int) -> None:
@@ -373,13 +373,13 @@ def test_sqlite_writes_that_queue_together_commit_together_and_a_bad_one_fails_a
             outcomes[n] = exc
 
     groups = []
-    real_commit = saver_writer._SqliteWriter._commit
+    real_commit = saver_writer.SqliteWriter._commit
 
     def counted(conn: Any, *, group: Any) -> None:
         groups.append(len(group))
         real_commit(conn, group=group)
 
-    monkeypatch.setattr(saver_writer._SqliteWriter, "_commit", staticmethod(counted))
+    monkeypatch.setattr(saver_writer.SqliteWriter, "_commit", staticmethod(counted))
     try:
         with writer.lock:  # a commit in progress: everyone queues behind it
             threads = [threading.Thread(target=write, args=(n,)) for n in range(6)]

@@ -75,7 +75,7 @@ def test_a_tasks_writes_wait_for_the_checkpoint_that_took_its_router_record(
         assert store.record_router_decision(thread_id, {}, "finish") is None  # deferred
 
     inside, release = threading.Event(), threading.Event()
-    real_call = saver_sql._Sql.call
+    real_call = saver_sql.SaverSql.call
 
     def held_put(self: Any, conn: Any, method: str, *args: Any, **kwargs: Any) -> Any:
         result = real_call(self, conn, method, *args, **kwargs)
@@ -84,7 +84,7 @@ def test_a_tasks_writes_wait_for_the_checkpoint_that_took_its_router_record(
             assert release.wait(WAIT)
         return result
 
-    monkeypatch.setattr(saver_sql._Sql, "call", held_put)
+    monkeypatch.setattr(saver_sql.SaverSql, "call", held_put)
     failures: list[BaseException] = []
     writes_done = threading.Event()
 

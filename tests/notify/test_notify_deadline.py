@@ -18,7 +18,7 @@ from notify_rig import http_receiver, trickling_receiver, write_secret
 from symfonic_store import InterruptStore
 from symfonic_store.errors import InvalidInputError
 from symfonic_store.notify import Notifier, ledger
-from symfonic_store.notify.senders import AppriseSender
+from symfonic_store.notify.channels.apprise import AppriseSender
 from symfonic_store.store.plan import Op
 
 

@@ -52,8 +52,7 @@ def _config(session: Session, path: Path | None) -> NotifyConfig:
         raise InvalidInputError("--config", "give --config FILE: the subscriptions to deliver to")
     config = load_config(path)
     for sub in config.subscriptions:  # URLs carry secrets: never in an error line
-        urls = [sub.webhook.url] if sub.webhook is not None else list(sub.apprise)
-        for url in urls:
+        for url in sub.destination.urls:
             session.secrets.add(url)
             with contextlib.suppress(ValueError):
                 parts = urlsplit(url)

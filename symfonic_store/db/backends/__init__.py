@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from sqlalchemy.engine import Connection, Dialect, Engine
+from sqlalchemy.engine import URL, Connection, Dialect, Engine
 
 from .base import Backend, EngineOptions
 from .postgres import PostgresBackend
@@ -24,6 +24,27 @@ BACKENDS: dict[str, type[Backend]] = {
 }
 """The backends by SQLAlchemy dialect name. A dialect without one gets the base
 :class:`~.base.Backend`: SQLAlchemy Core, no hooks (it cannot hold a store's schema)."""
+
+ALIASES = {"postgres": PostgresBackend}
+"""URL schemes SQLAlchemy no longer reads, by the backend they mean (Heroku-style
+``postgres://`` URLs still use SQLAlchemy's dropped alias)."""
+
+
+def backend_for_url(url: URL) -> type[Backend] | None:
+    """The backend of the database ``url`` names (None: one the store does not run on)."""
+    return BACKENDS.get(url.get_backend_name())
+
+
+def misread_scheme(url: URL) -> str | None:
+    """What to write instead of ``url``'s scheme, when it is an alias SQLAlchemy dropped."""
+    meant = ALIASES.get(url.get_backend_name())
+    if meant is None:
+        return None
+    return (
+        f"{url.get_backend_name()}:// is not a scheme SQLAlchemy reads; write {meant.sync_driver}:// "
+        f"instead ({meant.sync_driver}://user@host:5432/dbname)"
+    )
+
 
 _BACKEND = "_symfonic_backend"
 """The attribute of a dialect that holds its backend. Not a WeakKeyDictionary keyed by
@@ -57,4 +78,13 @@ def prepare_engine(engine: Engine, options: EngineOptions) -> Backend:
     return backend
 
 
-__all__ = ["BACKENDS", "Backend", "EngineOptions", "backend_of", "prepare_engine"]
+__all__ = [
+    "ALIASES",
+    "BACKENDS",
+    "Backend",
+    "EngineOptions",
+    "backend_for_url",
+    "backend_of",
+    "misread_scheme",
+    "prepare_engine",
+]

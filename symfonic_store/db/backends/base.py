@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import sqlalchemy as sa
@@ -160,9 +161,22 @@ class Backend:
     async_driver: ClassVar[str] = ""
     """The URL drivername of the asyncio store's engine (``sqlite+aiosqlite``)."""
 
+    in_process: ClassVar[bool] = False
+    """Does the database run inside this process (SQLite)? Its reads then wait on the
+    CPU only, never on round trips to a server (the service sizes its threads by it)."""
+    password_in_query: ClassVar[bool] = False
+    """Does the driver also take the password from the URL's query (libpq's
+    ``?password=``)? The URL parser then moves it to where every repr masks it."""
+
     @classmethod
     def prepare_url(cls, url: URL) -> None:
         """Whatever the URL needs before an engine is made from it (nothing here)."""
+
+    @classmethod
+    def database_file(cls, url: URL) -> Path | None:
+        """The file ``url``'s database lives in, as written (not user-expanded); None for
+        a server's database, one in memory, or one whose name the driver resolves itself."""
+        return None
 
     # --- transactions and locks -----------------------------------------------------
 

@@ -125,6 +125,7 @@ class PostgresBackend(Backend):
     reads_below_horizon = True
     single_writer = False
     appends_in_one_call = True
+    password_in_query = True
 
     checkpoint_saver = "postgres"
     async_checkpoint_saver = True

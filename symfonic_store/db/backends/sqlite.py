@@ -80,13 +80,23 @@ class SQLiteBackend(Backend):
     sync_driver = "sqlite+pysqlite"
     async_driver = "sqlite+aiosqlite"
     checkpoint_saver = "sqlite"
+    in_process = True
+
+    @classmethod
+    def database_file(cls, url: URL) -> Path | None:
+        """The file of ``sqlite:///path``; None in memory, or for a ``file:`` URI (SQLite
+        decides what its name means)."""
+        database = url.database
+        if not database or database == ":memory:" or database.startswith("file:"):
+            return None
+        return Path(database)
 
     @classmethod
     def prepare_url(cls, url: URL) -> None:
         """A newcomer's ``sqlite:///data/store.db`` should just work: create the folder."""
-        database = url.database
-        if database and database != ":memory:" and not database.startswith("file:"):
-            folder = Path(database).expanduser().parent
+        file = cls.database_file(url)
+        if file is not None:
+            folder = file.expanduser().parent
             try:
                 folder.mkdir(parents=True, exist_ok=True)
             except (OSError, ValueError) as exc:

@@ -28,7 +28,7 @@ from sqlalchemy.engine import Connection
 if TYPE_CHECKING:
     from ..backends.base import Backend
 
-class _State:
+class ConnectionState:
     """What the store keeps on a SQLAlchemy ``Connection`` (an attribute of the object, not
     its ``info``: that belongs to the DBAPI connection, and cannot be read once the
     connection is invalidated, which is exactly when a rollback must still find it)."""
@@ -50,17 +50,17 @@ class _State:
 _STATE = "_symfonic_state"
 
 
-def state_of(conn: Connection) -> _State:
-    state: _State | None = getattr(conn, _STATE, None)
+def state_of(conn: Connection) -> ConnectionState:
+    state: ConnectionState | None = getattr(conn, _STATE, None)
     if state is None:
-        state = _State()
+        state = ConnectionState()
         setattr(conn, _STATE, state)
     return state
 
 
 def in_driver_transaction(conn: Connection) -> bool:
     """Is a fast-path transaction (the driver's own BEGIN) open on ``conn``?"""
-    state: _State | None = getattr(conn, _STATE, None)
+    state: ConnectionState | None = getattr(conn, _STATE, None)
     return state is not None and state.tx is not None
 
 

@@ -33,7 +33,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from ...compat import compiled_binds, dbapi_error, fire_commit, fire_rollback, invalidate_lost
-from .base import Executor, JsonText, _State, state_of
+from .base import ConnectionState, Executor, JsonText, state_of
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -340,7 +340,7 @@ class CursorExecutor(Executor):
     # went through SQLAlchemy meanwhile, SQLAlchemy holds the transaction too and ends
     # it itself, through the driver, which then has nothing left to do.
 
-    def _mark_write(self, conn: Connection, state: _State) -> None:
+    def _mark_write(self, conn: Connection, state: ConnectionState) -> None:
         # Listeners (and the engines' BEGIN for a statement through SQLAlchemy) read the
         # connection's symfonic_write option, as on the Core path; set only on a change.
         if state.write_option is not True:

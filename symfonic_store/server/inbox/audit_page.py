@@ -16,14 +16,14 @@ from ...errors import InvalidInputError
 from .. import tenancy
 from ..paging import BadRequest, page_limit
 from ..web import query, service
-from .pages import _need, render
+from .pages import render, signed_in_or_refused
 
 FILTERS = ("thread", "actor", "decision", "since", "until")
 DEFAULT_PAGE = 100
 
 
 async def audit_page(request: Request) -> Response:
-    who = _need(request)
+    who = signed_in_or_refused(request)
     if isinstance(who, Response):
         return who
     svc = service(request)

@@ -183,7 +183,7 @@ def _signed_in(request: Request) -> Principal | None:
     return principal(request, session=True)
 
 
-def _need(request: Request) -> Principal | Response:
+def signed_in_or_refused(request: Request) -> Principal | Response:
     who = _signed_in(request)
     if who is not None:
         return who
@@ -221,7 +221,7 @@ def _csrf(request: Request, form: dict[str, str], who: Principal | None) -> None
 
 
 async def index(request: Request) -> Response:
-    who = _need(request)
+    who = signed_in_or_refused(request)
     if isinstance(who, Response):
         return who
     svc = service(request)
@@ -300,7 +300,7 @@ async def interrupt_page(request: Request) -> Response:
         return await _assign(request, ids[0], ids[1])
     if len(ids) != 2 or request.method not in ("GET", "HEAD"):
         raise Problem(404, "not found")
-    who = _need(request)
+    who = signed_in_or_refused(request)
     if isinstance(who, Response):
         return who
     return await _show(request, who, ids[0], ids[1])
@@ -424,7 +424,7 @@ async def thread_page(request: Request) -> Response:
     ids = raw_ids(request, ("threads",))
     if len(ids) != 1:
         raise Problem(404, "not found")
-    who = _need(request)
+    who = signed_in_or_refused(request)
     if isinstance(who, Response):
         return who
     svc = service(request)
