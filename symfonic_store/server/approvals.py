@@ -336,7 +336,9 @@ class Approvals:
         ``escalated_to`` (the roles, or None); the order is otherwise kept."""
         found = {
             (e["thread_id"], e["interrupt_id"]): e["to"]
-            for e in self.store.escalations({str(i["thread_id"]) for i in items})
+            for e in self.store.escalations(
+                interrupts=[(str(i["thread_id"]), str(i["interrupt_id"])) for i in items]
+            )
         }
         marked = [
             {**i, "escalated_to": found.get((i["thread_id"], i["interrupt_id"]))} for i in items

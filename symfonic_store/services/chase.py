@@ -145,7 +145,9 @@ def record(conn: Connection, items: Sequence[Due], *, native: bool) -> list[Due]
     return recorded
 
 
-def escalated_on(conn: Connection, thread_ids: Sequence[str]) -> list[dict[str, Any]]:
-    """The escalations recorded on these threads (see
+def escalated_on(
+    conn: Connection, thread_ids: Sequence[str], keys: Sequence[tuple[str, str]] | None = None
+) -> list[dict[str, Any]]:
+    """The escalations recorded on these threads, or of these interrupts (see
     :func:`~symfonic_store.db.statements.chase.escalations`)."""
-    return escalations(conn, thread_ids)
+    return escalations(conn, thread_ids, keys)

@@ -372,15 +372,29 @@ class SweepOps(Settings):
         return report
 
     def escalations(
-        self, thread_ids: list[str] | tuple[str, ...] | set[str] | frozenset[str]
+        self,
+        thread_ids: list[str] | tuple[str, ...] | set[str] | frozenset[str] = (),
+        *,
+        interrupts: list[tuple[str, str]] | tuple[tuple[str, str], ...] | None = None,
     ) -> Plan[list[dict[str, Any]]]:
         """The sweep's escalations on these threads (SPEC §14), oldest first: dicts with
         ``thread_id``, ``interrupt_id``, ``to`` (the roles) and ``at`` (when). An
         escalated interrupt may be answered by those roles too; the inbox lists it first.
+        ``interrupts``: instead, those of these ``(thread_id, interrupt_id)`` only, each
+        read among its interrupt's own events (what an inbox page costs: its items).
 
         Raises:
-            InvalidInputError: a bad thread id.
+            InvalidInputError: a bad thread id or interrupt id.
         """
+        if interrupts is not None:
+            keys = [
+                (validation.required_id(t, "thread_id"), validation.required_id(i, "interrupt_id"))
+                for t, i in interrupts
+            ]
+            by_key: list[dict[str, Any]] = yield Op(
+                partial(chase_service.escalated_on, thread_ids=(), keys=keys), write=False
+            )
+            return by_key
         only = validation.thread_ids(thread_ids) or ()
         found: list[dict[str, Any]] = []
         for scope in _scopes(only):

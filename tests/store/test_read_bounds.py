@@ -318,3 +318,27 @@ def test_a_sweep_of_a_crowded_thread_reads_what_it_chases_and_expires(store: Int
     load(store, extra=crowded_thread("crowd-l", CROWD * SCALE, CROWD * SCALE, start=now, stale=3))
     large = _crowd_sweep(store, "crowd-l")
     assert_bounded(small, large)
+
+
+# --- the inbox's escalations --------------------------------------------------------------
+
+
+def _escalated_first(store: InterruptStore, thread_id: str) -> Probe:
+    """The inbox's escalations of a page holding the thread's waiting marker."""
+    with probe(store) as seen:
+        (item,) = Approvals(store).escalated_first([{"thread_id": thread_id, "interrupt_id": "i-last"}])
+    assert item["escalated_to"] == ["lead"]
+    return seen
+
+
+def test_an_inbox_pages_escalations_cost_the_page_not_its_threads_history(store: InterruptStore) -> None:
+    """The inbox marks a page's escalated items (``escalations(interrupts=)``): on a thread
+    of 20 escalated interrupts answered long ago, then on one of 2,000, it reads the page's
+    own interrupts' escalations, not every escalation on their threads."""
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    load(store, extra=crowded_thread("c-small", PADDING, 0, start=start))
+    small = _escalated_first(store, "c-small")
+    load(store, extra=crowded_thread("c-large", PADDING * SCALE, 0, start=start))
+    large = _escalated_first(store, "c-large")
+    assert len(store.escalations(["c-large"])) == PADDING * SCALE + 1
+    assert_bounded(small, large)

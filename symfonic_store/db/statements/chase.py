@@ -97,24 +97,54 @@ def chased_on(conn: Connection, thread_id: str, interrupt_ids: Sequence[str]) ->
     return {(str(r[0]), str(r[1])) for r in conn.execute(query)}
 
 
-def escalations(conn: Connection, thread_ids: Sequence[str]) -> list[dict[str, Any]]:
+_KEYS = 100
+"""Interrupts asked of one statement by :func:`escalations` (plain binds, two each)."""
+
+
+def escalations(
+    conn: Connection,
+    thread_ids: Sequence[str],
+    keys: Sequence[tuple[str, str]] | None = None,
+) -> list[dict[str, Any]]:
     """The escalations recorded on these threads: ``thread_id``, ``interrupt_id``, the
-    roles ``to`` and when (``at``), oldest first."""
+    roles ``to`` and when (``at``), oldest first. ``keys``: only those interrupts'
+    (``(thread_id, interrupt_id)``), each found through the interrupt's own events (an
+    inbox page's: it reads the page, not the escalations of its threads' history)."""
+    if keys is not None:
+        found = []
+        for start in range(0, len(keys), _KEYS):
+            found.extend(_escalations(conn, sa.or_(*(
+                sa.and_(events.c.thread_id == t, events.c.interrupt_id == i)
+                for t, i in keys[start:start + _KEYS]
+            ))))
+        return sorted(found, key=lambda e: e.pop("position"))
     if not thread_ids:
         return []
+    found = _escalations(conn, events.c.thread_id.in_(list(thread_ids)))
+    for e in found:
+        del e["position"]
+    return found
+
+
+def _escalations(conn: Connection, where: sa.ColumnElement[bool]) -> list[dict[str, Any]]:
     query = (
-        sa.select(events.c.thread_id, events.c.interrupt_id, events.c.data, events.c.occurred_at)
-        .where(events.c.type == ESCALATED)
-        .where(events.c.thread_id.in_(list(thread_ids)))
+        sa.select(
+            events.c.thread_id, events.c.interrupt_id, events.c.data, events.c.occurred_at,
+            events.c.position,
+        )
+        # A literal: SQLite then reads through the escalations' partial unique index.
+        .where(events.c.type == sa.literal_column(f"'{ESCALATED}'"))
+        .where(where)
         .order_by(events.c.position)
     )
     found = []
-    for thread_id, interrupt_id, data, at in conn.execute(query):
+    for thread_id, interrupt_id, data, at, position in conn.execute(query):
         to = data.get("to") if isinstance(data, dict) else None
         found.append({
             "thread_id": thread_id,
             "interrupt_id": interrupt_id,
             "to": [str(r) for r in to] if isinstance(to, list) else [],
             "at": at,
+            "position": position,
         })
     return found
