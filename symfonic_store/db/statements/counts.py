@@ -201,15 +201,15 @@ def recount_open(conn: Connection) -> None:
     rebuild of the projection, in its transaction)."""
     conn.execute(open_count_deltas.delete())
     conn.execute(open_counts.delete())
-    marker = (
-        sa.select(threads.c.thread_id, threads.c.pending_interrupt_id.label("interrupt_id"))
-        .where(threads.c.pending_interrupt_id.isnot(None))
-    )
-    native = sa.select(open_interrupts.c.thread_id, open_interrupts.c.interrupt_id)
-    for source, rows in ((MARKER, marker.subquery()), (LANGGRAPH, native.subquery())):
-        tenanted = sa.select(mint_tenant(rows.c.thread_id, rows.c.interrupt_id).label("tenant")).subquery()
+    marker = sa.select(
+        mint_tenant(threads.c.thread_id, threads.c.pending_interrupt_id).label("tenant")
+    ).where(threads.c.pending_interrupt_id.isnot(None))
+    native = sa.select(
+        mint_tenant(open_interrupts.c.thread_id, open_interrupts.c.interrupt_id).label("tenant")
+    ).select_from(open_interrupts)
+    for source, tenants in ((MARKER, marker.subquery()), (LANGGRAPH, native.subquery())):
         conn.execute(open_counts.insert().from_select(
             ["source", "tenant", "total"],
-            sa.select(sa.literal(source, sa.String()), tenanted.c.tenant, sa.func.count())
-            .group_by(tenanted.c.tenant),
+            sa.select(sa.literal(source, sa.String()), tenants.c.tenant, sa.func.count())
+            .group_by(tenants.c.tenant),
         ))
