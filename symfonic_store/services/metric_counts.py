@@ -16,6 +16,7 @@ import bisect
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from sqlalchemy.engine import Connection
 
@@ -36,9 +37,9 @@ ANSWERS, EXPIRIES, EVENTS = "answers", "expiries", "events"
 BUCKET, ANSWER_SUM = "answer_seconds_bucket", "answer_seconds_sum"
 
 
-def tally(page: Sequence[StoredEvent], minted: dict[tuple[str, str], float]) -> dict[tuple[str, str], float]:
-    """What ``page`` adds to the counters; ``minted``: the mint time (epoch seconds) of
-    its resumed interrupts, where the log still has the mint."""
+def tally(page: Sequence[StoredEvent], minted: dict[tuple[str, str], datetime]) -> dict[tuple[str, str], float]:
+    """What ``page`` adds to the counters; ``minted``: when its resumed interrupts were
+    minted, where the log still has the mint."""
     added: defaultdict[tuple[str, str], float] = defaultdict(float)
     for event in page:
         added[(EVENTS, event.type)] += 1
@@ -46,7 +47,7 @@ def tally(page: Sequence[StoredEvent], minted: dict[tuple[str, str], float]) -> 
             added[(ANSWERS, "resumed")] += 1
             at = minted.get((event.thread_id, str(event.interrupt_id)))
             if at is not None:
-                waited = max(0.0, event.occurred_at.timestamp() - at)
+                waited = max(0.0, (event.occurred_at - at).total_seconds())
                 added[(BUCKET, BUCKET_LABELS[bisect.bisect_left(ANSWER_BUCKETS, waited)])] += 1
                 added[(ANSWER_SUM, "")] += waited
         elif event.type == RESUME_REJECTED and not refused_assignment(event.data):
@@ -65,8 +66,7 @@ def fold_page(conn: Connection, *, limit: int = PAGE) -> tuple[int, int]:
     if not page:
         return position, 0
     resumed = [(e.thread_id, str(e.interrupt_id)) for e in page if e.type == RESUMED]
-    minted = {k: at.timestamp() for k, at in sql.mint_times(conn, resumed).items()}
-    sql.add_to_counters(conn, tally(page, minted))
+    sql.add_to_counters(conn, tally(page, sql.mint_times(conn, resumed)))
     sql.set_fold_position(conn, page[-1].position)
     return page[-1].position, len(page)
 

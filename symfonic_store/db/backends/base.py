@@ -290,6 +290,12 @@ class Backend:
         :func:`symfonic_store.db.guards.remove_archived`)."""
         raise NotImplementedError(f"no archive removal for {self.name}")
 
+    def empty_table(self, conn: Connection, table: sa.Table) -> None:
+        """Delete every row of a bookkeeping table in the caller's transaction (the open
+        counts' deltas after a rebuild). PostgreSQL truncates it: a ``DELETE`` would leave
+        every row dead in the heap, to be read past until a vacuum."""
+        conn.execute(table.delete())
+
     # --- the driver's error codes ---------------------------------------------------
 
     driver_modules: ClassVar[tuple[str, ...]] = ()

@@ -299,6 +299,9 @@ class PostgresBackend(Backend):
     def remove_archived(self, conn: Connection, heads: Sequence[dict[str, Any]]) -> int:
         return pg_guards.remove_archived(conn, heads)
 
+    def empty_table(self, conn: Connection, table: sa.Table) -> None:
+        conn.execute(sa.text(f'TRUNCATE TABLE "{table.name}"'))
+
     # --- error codes --------------------------------------------------------------
 
     # Alike sqlite.py's driver_code in shape only: each reads its own driver's error attributes.

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ...events import MINTED
+from ..backends import backend_of
 from ..count_tables import FOLD_ROW
 from ..schema import (
     events,
@@ -199,7 +200,7 @@ def has_deltas(conn: Connection) -> bool:
 def recount_open(conn: Connection) -> None:
     """Set the totals to what the projection holds and drop every delta (after a
     rebuild of the projection, in its transaction)."""
-    conn.execute(open_count_deltas.delete())
+    backend_of(conn).empty_table(conn, open_count_deltas)
     conn.execute(open_counts.delete())
     marker = sa.select(
         mint_tenant(threads.c.thread_id, threads.c.pending_interrupt_id).label("tenant")
