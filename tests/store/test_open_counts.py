@@ -10,7 +10,9 @@ import threading
 import traceback
 from collections import Counter
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from functools import partial
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -174,3 +176,21 @@ def test_postgres_writers_minting_in_open_transactions_do_not_wait_for_each_othe
         assert _counted(store, None) == {"marker": 2}
     finally:
         engine.dispose()
+
+
+def test_an_archive_takes_the_deltas_in_before_their_mints_leave_the_log(
+    store: InterruptStore, tmp_path: Path
+) -> None:
+    """An acme interrupt opened (and compacted), then answered, and its thread archived with
+    no scrape between: the archive compacts the answer's delta while the mint still names
+    its tenant, so acme's count goes back to 0 and no other tenant's moves."""
+    store.mint("t-old", marker("i-old"), tenant="acme")
+    store.mint("t-open", marker("i-open"), tenant="globex")
+    _compact(store)
+    store.resume("t-old", "i-old", {"approved": True}, actor="ann")
+    result = store.archive(datetime.now(UTC) + timedelta(seconds=1), tmp_path / "a.jsonl")
+    assert result.threads == ["t-old"]
+    assert _counted(store, frozenset({"acme"})) == {}
+    assert _counted(store, frozenset({None})) == {}
+    assert _counted(store, frozenset({"globex"})) == {"marker": 1}
+    _assert_counts_follow(store)
