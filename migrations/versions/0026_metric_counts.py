@@ -11,7 +11,9 @@ same at a thousand open interrupts and at a million. This revision adds:
   projection when a thread's pending marker appears or goes (``symfonic_threads``, source
   ``marker``) and when a LangGraph interrupt's row is inserted or deleted
   (``symfonic_open_interrupts``, source ``langgraph``). Each writer inserts rows of its
-  own: no row is shared, so PostgreSQL writers take no new lock against one another.
+  own: no row is shared, so PostgreSQL writers take no new lock against one another. On
+  PostgreSQL a projection rebuild turns them off for its own transaction (the setting
+  ``symfonic.recounting``) and recounts instead, leaving no dead rows behind.
 - ``symfonic_open_counts``: the compacted totals by source and tenant (a scrape moves the
   deltas into them);
 - ``symfonic_metric_counts`` and ``symfonic_metric_fold``: the counters' values and the
@@ -101,6 +103,9 @@ POSTGRES_TRIGGERS = (
     CREATE FUNCTION symfonic_open_count_marker() RETURNS trigger
     LANGUAGE plpgsql AS $$
     BEGIN
+        IF current_setting('symfonic.recounting', true) = 'on' THEN
+            RETURN NULL;  -- a projection rebuild: it recounts from the rows it writes
+        END IF;
         IF TG_OP <> 'INSERT' AND OLD.pending_interrupt_id IS NOT NULL
            AND (TG_OP = 'DELETE' OR NEW.pending_interrupt_id IS DISTINCT FROM OLD.pending_interrupt_id)
         THEN
@@ -126,6 +131,9 @@ POSTGRES_TRIGGERS = (
     CREATE FUNCTION symfonic_open_count_native() RETURNS trigger
     LANGUAGE plpgsql AS $$
     BEGIN
+        IF current_setting('symfonic.recounting', true) = 'on' THEN
+            RETURN NULL;
+        END IF;
         IF TG_OP = 'INSERT' THEN
             INSERT INTO {DELTAS} (source, thread_id, interrupt_id, delta)
             VALUES ('langgraph', NEW.thread_id, NEW.interrupt_id, 1);

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from sqlalchemy.engine import Connection
 
-from ..db.statements.counts import recount_open
+from ..db.statements.counts import pause_deltas, recount_open
 from ..db.statements.evidence import restore_archived_rows
 from ..db.statements.log import stream_events
 from ..db.statements.native import delete_all_open_interrupts, insert_open_interrupts
@@ -68,6 +68,7 @@ def rebuild(conn: Connection, *, progress: Progress | None = None, force: bool =
     """
     if not force:
         refuse_unreachable_heads(conn)
+    pause_deltas(conn)  # the open counts are recounted at the end
     delete_all_threads(conn)
     _rebuild_open_interrupts(conn)
     folded = 0
@@ -95,8 +96,8 @@ def rebuild(conn: Connection, *, progress: Progress | None = None, force: bool =
     # Archived threads (SPEC §10): their heads are not in the events, but in the archive
     # records; a thread's later events were folded on top of its archived head.
     restore_archived_rows(conn)
-    # The open counts /metrics reads: what the new projection holds (the triggers' deltas
-    # of the rows just deleted and inserted are dropped with the old totals).
+    # The open counts /metrics reads: what the new projection holds (the deltas of other
+    # writers are dropped with the old totals).
     recount_open(conn)
     if progress is not None:
         progress(folded)

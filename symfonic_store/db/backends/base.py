@@ -290,11 +290,10 @@ class Backend:
         :func:`symfonic_store.db.guards.remove_archived`)."""
         raise NotImplementedError(f"no archive removal for {self.name}")
 
-    def empty_table(self, conn: Connection, table: sa.Table) -> None:
-        """Delete every row of a bookkeeping table in the caller's transaction (the open
-        counts' deltas after a rebuild). PostgreSQL truncates it: a ``DELETE`` would leave
-        every row dead in the heap, to be read past until a vacuum."""
-        conn.execute(table.delete())
+    def pause_open_count_deltas(self, conn: Connection) -> None:
+        """Until the caller's transaction ends, write no open-count deltas (a projection
+        rebuild, which recounts instead). Only PostgreSQL needs it: the deltas its rebuild
+        would write and delete stay dead in the heap, to be read past until a vacuum."""
 
     # --- the driver's error codes ---------------------------------------------------
 

@@ -299,8 +299,9 @@ class PostgresBackend(Backend):
     def remove_archived(self, conn: Connection, heads: Sequence[dict[str, Any]]) -> int:
         return pg_guards.remove_archived(conn, heads)
 
-    def empty_table(self, conn: Connection, table: sa.Table) -> None:
-        conn.execute(sa.text(f'TRUNCATE TABLE "{table.name}"'))
+    def pause_open_count_deltas(self, conn: Connection) -> None:
+        # The triggers of migration 0026 read it (transaction-local: is_local true).
+        conn.execute(sa.select(sa.func.set_config("symfonic.recounting", "on", sa.true())))
 
     # --- error codes --------------------------------------------------------------
 

@@ -197,10 +197,16 @@ def has_deltas(conn: Connection) -> bool:
     return conn.execute(sa.select(open_count_deltas.c.id).limit(1)).first() is not None
 
 
+def pause_deltas(conn: Connection) -> None:
+    """Write no deltas until the transaction ends (a rebuild, before it rewrites the
+    projection; :func:`recount_open` then counts it)."""
+    backend_of(conn).pause_open_count_deltas(conn)
+
+
 def recount_open(conn: Connection) -> None:
     """Set the totals to what the projection holds and drop every delta (after a
     rebuild of the projection, in its transaction)."""
-    backend_of(conn).empty_table(conn, open_count_deltas)
+    conn.execute(open_count_deltas.delete())
     conn.execute(open_counts.delete())
     marker = sa.select(
         mint_tenant(threads.c.thread_id, threads.c.pending_interrupt_id).label("tenant")
