@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 
     from ..store import InterruptStore
 
+
 class LogTail:
     """Keeps the log's counters in the database up to date (:mod:`..services.metric_counts`).
 
