@@ -26,6 +26,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
+from .count_tables import declare as declare_count_tables
 from .marker_name import MarkerName
 from .pg_append import APPEND_FUNCTION as APPEND_FUNCTION
 from .pg_append import POSTGRES_APPEND_FUNCTION as POSTGRES_APPEND_FUNCTION
@@ -408,6 +409,9 @@ notify_dead_letters = sa.Table(
     sa.Column("dead_at", UTCDateTime(), nullable=False),
     sa.Column("resent_at", UTCDateTime(), nullable=True),
 )
+
+# The counts /metrics reads (since 0026_metric_counts): see db/count_tables.py.
+open_counts, open_count_deltas, metric_counts, metric_fold = declare_count_tables(metadata)
 
 # --- evidence: archives and signed checkpoints (SPEC §10) ----------------------------
 

@@ -1,12 +1,21 @@
 """``/metrics``: the store seen by Prometheus (through ``prometheus-client``).
 
-Most figures come from the event log, not from this process's own traffic, so they
+Most figures come from the database, not from this process's own traffic, so they
 are true whoever wrote the events (this service, another replica, the CLI, a sweep, a
-gateway in an agent's process) and survive a restart: a :class:`LogTail` folds every
-event once, in pages, from the beginning of the log (bounded work per scrape while it
-catches up on a large log; ``symfonic_log_position`` says how far it got).
+gateway in an agent's process) and survive a restart. A scrape costs the same at a
+thousand open interrupts and at a million (SPEC §17; :mod:`..services.metric_counts`):
+
+- the open counts are kept by the writes (triggers on the projection append ``+1``/``-1``
+  rows, no row shared by writers); a scrape reads the totals plus those rows, then moves
+  them into the totals; the oldest open age is the first entry of the projection's
+  indexes;
+- the log's counters are a fold kept in the database with the log position it reaches,
+  advanced by whichever process scrapes (one at a time): a scrape folds only the events
+  appended since (:class:`LogTail`, a page per transaction; ``symfonic_log_position``
+  says how far it got). A new process starts there, not at position 0.
 
 - ``symfonic_open_interrupts{source}``, ``symfonic_oldest_open_interrupt_age_seconds``
+  (a pending marker's age counts from its numeric ``minted_at``, else from its mint)
 - ``symfonic_answers_total{outcome}``: ``resumed``, and each refusal by its ``why`` (a
   refused assignment is no answer: it is counted only in ``symfonic_events_total``)
 - ``symfonic_expiries_total{reason}``
@@ -27,9 +36,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter as Tally
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.core import (
@@ -41,67 +50,52 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from ..event_types import all_types
-from ..events import EXPIRED, MINTED, RESUME_REJECTED, RESUMED, refused_assignment
 from ..notify.metrics import delivery_metrics
+from ..services import metric_counts
+from ..store.plan import Op
 
 if TYPE_CHECKING:
-    from ..store import InterruptStore
+    from sqlalchemy.engine import Connection
 
-ANSWER_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0,
-                  4 * 3600.0, 12 * 3600.0, 86400.0, 3 * 86400.0, 7 * 86400.0)
-PAGE = 5000
+    from ..store import InterruptStore
 
 
 class LogTail:
-    """Folds the event log, once per event, into the counts the metrics show.
+    """Keeps the log's counters in the database up to date (:mod:`..services.metric_counts`).
 
-    It reads with the store's own cursor (``events(after=...)``), so it never skips an
-    event that commits late (I11). ``position`` is the cursor it reached.
+    Each call folds the events appended since the fold's position, page by page, with the
+    store's own cursor (``events(after=...)``), so it never skips an event that commits
+    late (I11); the position is the database's, shared by every process and replica, so a
+    new process folds only what was appended since, never the log from position 0.
+    ``position`` is the cursor the fold reached.
     """
 
     def __init__(self, store: InterruptStore) -> None:
         self.store = store
         self.position = 0
-        self.answers: Tally[str] = Tally()
-        self.expiries: Tally[str] = Tally()
-        self.by_type: Tally[str] = Tally()
-        self.buckets = [0] * (len(ANSWER_BUCKETS) + 1)
-        self.answer_sum = 0.0
-        self._minted: dict[tuple[str, str], float] = {}
-        self._lock = threading.Lock()
 
     def catch_up(self, budget: float = 2.0) -> int:
-        """Fold what was appended since the last call (for at most about ``budget``
-        seconds); returns the cursor reached."""
-        with self._lock:
-            deadline = time.monotonic() + budget
-            while True:
-                page = self.store.events(after=self.position, limit=PAGE)
-                for event in page:
-                    self._fold(event)
-                if page:
-                    self.position = page[-1].position
-                if len(page) < PAGE or time.monotonic() > deadline:
-                    return self.position
+        """Fold what was appended since the fold's position (for at most about ``budget``
+        seconds, a page per transaction); returns the cursor reached."""
+        deadline = time.monotonic() + budget
+        while True:
+            self.position, folded = self.store.runner.run(
+                Op(metric_counts.fold_page, write=True, appends=False, settled=_caught_up)
+            )
+            if folded < metric_counts.PAGE or time.monotonic() > deadline:
+                return self.position
 
-    def _fold(self, event: Any) -> None:
-        key = (event.thread_id, str(event.interrupt_id))
-        self.by_type[event.type] += 1
-        if event.type == MINTED:
-            self._minted[key] = event.occurred_at.timestamp()
-        elif event.type == RESUMED:
-            self.answers["resumed"] += 1
-            minted = self._minted.pop(key, None)
-            if minted is not None:
-                waited = max(0.0, event.occurred_at.timestamp() - minted)
-                self.answer_sum += waited
-                index = next((i for i, le in enumerate(ANSWER_BUCKETS) if waited <= le), len(ANSWER_BUCKETS))
-                self.buckets[index] += 1
-        elif event.type == RESUME_REJECTED and not refused_assignment(event.data):
-            self.answers[str(event.data.get("why"))] += 1
-        elif event.type == EXPIRED:
-            self.expiries[str(event.data.get("reason"))] += 1
-            self._minted.pop(key, None)
+    def counts(self, scope: frozenset[str | None] | None = None) -> metric_counts.Snapshot:
+        """The counters as the database has them (and the open counts of ``scope``)."""
+        found: metric_counts.Snapshot = self.store.runner.run(
+            Op(partial(metric_counts.snapshot, scope=scope), write=False)
+        )
+        return found
+
+
+def _caught_up(conn: Connection) -> tuple[bool, tuple[int, int]]:
+    done, position = metric_counts.caught_up(conn)
+    return done, (position, 0)
 
 
 class _StoreCollector(Collector):
@@ -114,32 +108,23 @@ class _StoreCollector(Collector):
         store = self.metrics.store
         tail = self.metrics.tail
         tail.catch_up()
+        store.runner.run(
+            Op(metric_counts.compact, write=True, appends=False, settled=metric_counts.nothing_to_compact)
+        )
         now = time.time()
-        pending = store.list_pending(tenants=self.metrics.scope)
-        by_source: Tally[str] = Tally(str(p.get("source") or "marker") for p in pending)
+        counts = tail.counts(self.metrics.scope)
         opened = GaugeMetricFamily(
             "symfonic_open_interrupts", "Interrupts waiting for an answer.", labels=["source"]
         )
         for source in ("marker", "langgraph"):
-            opened.add_metric([source], by_source.get(source, 0))
+            opened.add_metric([source], counts.open.get(source, 0))
         yield opened
-        ages = [
-            now - float(p["minted_at"])
-            for p in pending
-            if isinstance(p.get("minted_at"), int | float) and not isinstance(p.get("minted_at"), bool)
-        ]
         yield GaugeMetricFamily(
             "symfonic_oldest_open_interrupt_age_seconds",
             "Age of the oldest interrupt waiting for an answer (0 when none is).",
-            value=max(0.0, max(ages)) if ages else 0.0,
+            value=0.0 if counts.oldest_open is None else max(0.0, now - counts.oldest_open),
         )
-        with tail._lock:
-            answers = dict(tail.answers)
-            expiries = dict(tail.expiries)
-            by_type = dict(tail.by_type)
-            buckets = list(tail.buckets)
-            total = tail.answer_sum
-            position = tail.position
+        answers, expiries, by_type = counts.answers, counts.expiries, counts.by_type
         counted = CounterMetricFamily(
             "symfonic_answers",
             "Answers by outcome: resumed, or the refusal's why (already_resolved, expired, "
@@ -163,15 +148,15 @@ class _StoreCollector(Collector):
         for name in (*declared, *sorted(set(by_type).difference(declared))):
             logged.add_metric([name], by_type.get(name, 0))
         yield logged
-        cumulative, running = [], 0
-        for le, count in zip((*map(str, ANSWER_BUCKETS), "+Inf"), buckets, strict=True):
+        cumulative, running = [], 0.0
+        for le, count in zip(metric_counts.BUCKET_LABELS, counts.buckets, strict=True):
             running += count
             cumulative.append((le, running))
         yield HistogramMetricFamily(
             "symfonic_mint_to_answer_seconds",
             "Time from an interrupt's mint to its admitted answer.",
             buckets=cumulative,
-            sum_value=total,
+            sum_value=counts.answer_sum,
         )
         yield GaugeMetricFamily(
             "symfonic_owed_wakeups",
@@ -197,7 +182,7 @@ class _StoreCollector(Collector):
             value=lag.writers,
         )
         yield GaugeMetricFamily(
-            "symfonic_log_position", "The log position the metrics have folded up to.", value=position
+            "symfonic_log_position", "The log position the metrics have folded up to.", value=counts.position
         )
         yield from delivery_metrics(store)
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from sqlalchemy.engine import Connection
 
 from ..db.rows import to_event
+from ..db.statements.counts import pause_deltas, recount_open
 from ..db.statements.evidence import restore_archived_rows
 from ..db.statements.native import delete_all_open_interrupts, insert_open_interrupts
 from ..db.statements.projection import (
@@ -67,6 +68,7 @@ def rebuild(conn: Connection, *, progress: Progress | None = None, force: bool =
     """
     if not force:
         refuse_unreachable_heads(conn)
+    pause_deltas(conn)  # the open counts are recounted at the end
     delete_all_threads(conn)
     _rebuild_open_interrupts(conn)
     folded = 0
@@ -99,6 +101,9 @@ def rebuild(conn: Connection, *, progress: Progress | None = None, force: bool =
     # Archived threads (SPEC §10): their heads are not in the events, but in the archive
     # records; a thread's later events were folded on top of its archived head.
     restore_archived_rows(conn)
+    # The open counts /metrics reads: what the new projection holds (the deltas of other
+    # writers are dropped with the old totals).
+    recount_open(conn)
     if progress is not None:
         progress(folded)
     return folded

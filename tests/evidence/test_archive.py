@@ -340,7 +340,9 @@ def _archive_as_a_role_that_is_not_the_owner(
         conn.exec_driver_sql(f'GRANT SELECT, INSERT ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"')
         conn.exec_driver_sql(
             f'GRANT UPDATE, DELETE ON symfonic_threads, symfonic_open_interrupts, symfonic_claims, '
-            f'symfonic_wakeups, symfonic_checkpoint_heads, symfonic_checkpoint_buckets TO "{role}"'
+            f'symfonic_wakeups, symfonic_checkpoint_heads, symfonic_checkpoint_buckets, '
+            f'symfonic_open_counts, symfonic_open_count_deltas, symfonic_metric_counts, '
+            f'symfonic_metric_fold TO "{role}"'
         )
         conn.exec_driver_sql(f'GRANT USAGE ON ALL SEQUENCES IN SCHEMA "{schema}" TO "{role}"')
         conn.exec_driver_sql(f'GRANT EXECUTE ON FUNCTION symfonic_archive_remove(jsonb) TO "{role}"')

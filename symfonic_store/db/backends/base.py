@@ -304,6 +304,11 @@ class Backend:
         :func:`symfonic_store.db.guards.remove_archived`)."""
         raise NotImplementedError(f"no archive removal for {self.name}")
 
+    def pause_open_count_deltas(self, conn: Connection) -> None:
+        """Until the caller's transaction ends, write no open-count deltas (a projection
+        rebuild, which recounts instead). Only PostgreSQL needs it: the deltas its rebuild
+        would write and delete stay dead in the heap, to be read past until a vacuum."""
+
     # --- the driver's error codes ---------------------------------------------------
 
     driver_modules: ClassVar[tuple[str, ...]] = ()

@@ -300,6 +300,10 @@ class PostgresBackend(Backend):
     def remove_archived(self, conn: Connection, heads: Sequence[dict[str, Any]]) -> int:
         return pg_guards.remove_archived(conn, heads)
 
+    def pause_open_count_deltas(self, conn: Connection) -> None:
+        # The triggers of migration 0026 read it (transaction-local: is_local true).
+        conn.execute(sa.select(sa.func.set_config("symfonic.recounting", "on", sa.true())))
+
     # --- error codes --------------------------------------------------------------
 
     # Alike sqlite.py's driver_code in shape only: each reads its own driver's error attributes.
