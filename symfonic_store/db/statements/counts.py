@@ -26,7 +26,7 @@ from ..schema import (
     open_interrupts,
     threads,
 )
-from .tenants import Scope, mint_tenant, mint_tenants
+from .tenants import Scope, mint_tenants
 
 MARKER = "marker"
 LANGGRAPH = "langgraph"
@@ -111,7 +111,14 @@ def _tenant_in(column: Any, scope: frozenset[str | None]) -> sa.ColumnElement[bo
 
 def delta_tenant() -> sa.ScalarSelect[Any]:
     """The tenant of a delta row's interrupt: its mint's (one lookup by the mint's index)."""
-    return mint_tenant(open_count_deltas.c.thread_id, open_count_deltas.c.interrupt_id)
+    mint = events.alias("tenant_mint")
+    return (
+        sa.select(mint.c.tenant)
+        .where(mint.c.thread_id == open_count_deltas.c.thread_id)
+        .where(mint.c.interrupt_id == open_count_deltas.c.interrupt_id)
+        .where(mint.c.type == MINTED)
+        .scalar_subquery()
+    )
 
 
 def open_by_source(conn: Connection, scope: Scope) -> dict[str, int]:
@@ -140,21 +147,25 @@ def open_by_source(conn: Connection, scope: Scope) -> dict[str, int]:
 def oldest_open(conn: Connection, scope: Scope) -> float | None:
     """The epoch seconds of the oldest open interrupt of ``scope`` (None: none is open):
     a pending marker's ``pending_since``, a LangGraph interrupt's ``minted_at``, each the
-    first entry of its index."""
+    first entry of its index -- under a scope, the first of each tenant's entries in the
+    projection's tenant indexes (two index lookups per tenant of the scope)."""
     pending = threads.c.pending_interrupt_id.isnot(None)
     marker = (
         sa.select(threads.c.pending_since).where(pending)
         .order_by(threads.c.pending_since).limit(1)
     )
     native = sa.select(open_interrupts.c.minted_at).order_by(open_interrupts.c.minted_at).limit(1)
+    queries = [marker, native]
     if scope is not None:
-        marker = marker.where(
-            _tenant_in(mint_tenant(threads.c.thread_id, threads.c.pending_interrupt_id), scope)
-        )
-        native = native.where(
-            _tenant_in(mint_tenant(open_interrupts.c.thread_id, open_interrupts.c.interrupt_id), scope)
-        )
-    found = [conn.execute(q).scalar() for q in (marker, native)]
+        queries = []
+        for tenant in sorted(scope, key=lambda t: (t is not None, t or "")):
+            queries += [
+                marker.where(_tenant_in(threads.c.tenant, frozenset({tenant})))
+                .order_by(None).order_by(threads.c.tenant, threads.c.pending_since),
+                native.where(_tenant_in(open_interrupts.c.tenant, frozenset({tenant})))
+                .order_by(None).order_by(open_interrupts.c.tenant, open_interrupts.c.minted_at),
+            ]
+    found = [conn.execute(q).scalar() for q in queries]
     return min((float(f) for f in found if f is not None), default=None)
 
 
@@ -208,12 +219,9 @@ def recount_open(conn: Connection) -> None:
     rebuild of the projection, in its transaction)."""
     conn.execute(open_count_deltas.delete())
     conn.execute(open_counts.delete())
-    marker = sa.select(
-        mint_tenant(threads.c.thread_id, threads.c.pending_interrupt_id).label("tenant")
-    ).where(threads.c.pending_interrupt_id.isnot(None))
-    native = sa.select(
-        mint_tenant(open_interrupts.c.thread_id, open_interrupts.c.interrupt_id).label("tenant")
-    ).select_from(open_interrupts)
+    # The projection's rows carry their mint's tenant (migration 0024).
+    marker = sa.select(threads.c.tenant).where(threads.c.pending_interrupt_id.isnot(None))
+    native = sa.select(open_interrupts.c.tenant)
     for source, tenants in ((MARKER, marker.subquery()), (LANGGRAPH, native.subquery())):
         conn.execute(open_counts.insert().from_select(
             ["source", "tenant", "total"],
