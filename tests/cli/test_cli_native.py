@@ -116,3 +116,30 @@ def test_a_dry_run_sweep_lists_what_it_would_expire_in_its_table(migrated_url: s
         assert "would expire 1 interrupt(s)" in done.stdout
         assert any("t-dry" in line and stale in line and "ttl" in line for line in done.stdout.splitlines())
         assert store.history("t-dry") == before
+
+
+def test_vote_with_graph_resumes_a_langgraph_interrupt_its_quorum_decided(migrated_url: str, tmp_path: Path) -> None:
+    """`vote --needed 2`: without --graph the deciding vote on a LangGraph interrupt says
+    "decided" and leaves it open; with --graph the deciding vote answers it through the
+    gateway with both approvers, and the graph resumes once."""
+    name = _module(tmp_path, f"payments_vote_{tmp_path.name}")
+    interrupt_id = _pause(migrated_url, tmp_path, name, "t-vote")
+    quorum = ("--needed", "2", "--response", '{"approved": true}')
+    first = run_cli("vote", "t-vote", interrupt_id, "approve", "--actor", "ann", *quorum,
+                    "--graph", f"{name}:graph", db=migrated_url, cwd=tmp_path)
+    assert json.loads(first.stdout)["outcome"] == "voted", first.stderr
+    other = _pause(migrated_url, tmp_path, name, "t-vote-open")
+    run_cli("vote", "t-vote-open", other, "approve", "--actor", "ann", *quorum, db=migrated_url)
+    left = run_cli("vote", "t-vote-open", other, "approve", "--actor", "bob", *quorum, db=migrated_url)
+    assert json.loads(left.stdout)["outcome"] == "decided", left.stderr
+    done = run_cli("vote", "t-vote", interrupt_id, "approve", "--actor", "bob", *quorum,
+                   "--graph", f"{name}:graph", db=migrated_url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "outcome": "resumed", "thread_id": "t-vote", "interrupt_id": interrupt_id, "actor": "bob",
+        "approvers": ["ann", "bob"],
+    }
+    audit = json.loads(run_cli("audit", "--thread", "t-vote", "--format", "json", db=migrated_url).stdout)
+    assert [(r["actor"], r["outcome"], r["approvers"]) for r in audit] == [("bob", "resumed", ["ann", "bob"])]
+    pending = json.loads(run_cli("pending", "--format", "json", db=migrated_url).stdout)
+    assert [p["thread_id"] for p in pending] == ["t-vote-open"]
