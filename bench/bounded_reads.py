@@ -61,6 +61,7 @@ from symfonic_store import InterruptStore
 TARGET = 1.5
 PAGE = 50
 TENANT = "acme"
+ASSIGNEE = "bob"
 LONG = "long-0000000"
 FIRST = "i-000000000001"  # every bulk-loaded thread's first interrupt
 STALE_TTL = 86_400.0
@@ -322,7 +323,17 @@ def reads(k: int) -> tuple[list[Read], list[str]]:
         Read(f"sweep(batch_size={k}), {k} stale", _sweep_batch,
              lambda s: s.mint("stale", s.known["k"], minted_at=time.time() - 2 * STALE_TTL)),
     ]
-    missing = ["the inbox's assignment filter (no such filter in this version's API)"]
+    missing = []
+    if has(InterruptStore.list_pending, "assigned_to"):
+        out += [
+            Read("GET /api/interrupts?assigned_to=", _api_page({"assigned_to": ASSIGNEE})),
+            Read("GET /api/interrupts?assigned_to=, page 2",
+                 _api_page({"assigned_to": ASSIGNEE, "after": "$assigned"})),
+            Read("list_pending(limit=50, assigned_to=)",
+                 lambda s: s.store.list_pending(limit=PAGE, assigned_to=ASSIGNEE)),
+        ]
+    else:
+        missing.append("the inbox's assignment filter (no such filter in this version's API)")
     # Hooks: the reads the Python API and the CLI gain with keyset cursors (SPEC §17).
     if has(InterruptStore.list_pending, "after"):
         out.append(Read("list_pending(limit=50, after=) (page 2)",
@@ -349,6 +360,12 @@ def cursors(s: Side, k: int) -> None:
     s.known["$inbox"] = s.get("/api/interrupts", {"limit": PAGE}).json()["next"]
     s.known["$acme"] = s.get("/api/interrupts", {"limit": PAGE}, client=s.acme).json()["next"]
     s.known["$audit"] = s.get("/api/audit", {"limit": PAGE}).json()["next"]
+    if has(InterruptStore.list_pending, "assigned_to"):
+        # Three pages of interrupts assigned to one principal, the same in both stores
+        # (among 1,000 or 1,000,000 unassigned).
+        for i in range(3 * PAGE):
+            s.store.assign(f"inbox-{100 + i:07d}", FIRST, to=ASSIGNEE, kind="principal", actor="lead")
+        s.known["$assigned"] = s.get("/api/interrupts", {"limit": PAGE, "assigned_to": ASSIGNEE}).json()["next"]
     with s.store.engine.connect() as conn:
         head = conn.execute(sa.text("SELECT MAX(position) FROM symfonic_events")).scalar_one()
     s.known["tail"] = max(0, int(head) - 100)
