@@ -431,11 +431,9 @@ def audit(
 
 
 _CHUNK = 1000
-"""Rows read per statement by a read without a limit."""
-_FILTERED_CHUNK = 100
-"""At least as many rows read per statement under a ``decision`` filter, whose rows of
-mixed decisions (:data:`~symfonic_store.db.statements.audit_rows.MIXED`) may hold no
-record that matches."""
+"""Rows read per statement by a read without a limit (with one: the limit; under a
+``decision`` filter, a row of mixed decisions, :data:`~symfonic_store.db.statements.audit_rows.MIXED`,
+may hold no record that matches, and the next statement reads on)."""
 
 
 def audit_page(
@@ -474,7 +472,7 @@ def audit_page(
             raise InvalidInputError("after", f"a cursor of another thread than {thread_id!r}")
         if index >= 0:  # a batched request's record: from its row on, its later records
             inclusive, skip = True, (t_id, i_id, index)
-    chunk = _CHUNK if limit is None else max(limit, _FILTERED_CHUNK) if decision is not None else limit
+    chunk = _CHUNK if limit is None else limit
     records: list[AuditRecord] = []
     while limit is None or len(records) < limit:
         rows = audit_rows.page_rows(

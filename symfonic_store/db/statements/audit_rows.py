@@ -130,8 +130,10 @@ def page_query(shape: PageShape) -> sa.Select[Any] | None:
         return None
     rows = audit_rows.c
     filters = _filters(shape)
+    # The superseding interrupt only for a scope: else the walk reads its index alone.
+    columns = (rows.position, rows.minted_at, *((rows.superseded_by,) if shape.named is not None else ()))
     members = [
-        sa.select(rows.position, rows.minted_at, rows.superseded_by)
+        sa.select(*columns)
         .where(walk, *filters)
         .order_by(rows.minted_at, rows.position)
         .limit(sa.bindparam("n", type_=sa.Integer()))
@@ -226,13 +228,9 @@ def row_key(conn: Connection, position: int) -> tuple[Any, int] | None:
     return (utc(rows[0][0]), position) if rows else None
 
 
-def page_attempts(conn: Connection, positions: Iterable[int]) -> Sequence[Sequence[Any]]:
-    """The refused answers (``interrupt.resume_rejected``) to the mints at ``positions``
-    (a page's), per thread in version order: ``thread_id``, ``interrupt_id``, ``actor``,
-    the ``why``, the error, the time (as stored), and the response as JSON text where the
-    ``why`` is ``not_allowed`` (else NULL)."""
+def _attempts_query() -> sa.Select[Any]:
     rejected, mint = events.alias("rejected"), events.alias("mint")
-    query = (
+    return (
         sa.select(
             rejected.c.thread_id, rejected.c.interrupt_id, rejected.c.actor, rejected.c.audit_reason,
             rejected.c.audit_error, _stored(rejected.c.occurred_at),
@@ -252,8 +250,20 @@ def page_attempts(conn: Connection, positions: Iterable[int]) -> Sequence[Sequen
         .where(mint.c.position.in_(sa.bindparam("p", expanding=True)))
         .order_by(rejected.c.thread_id, rejected.c.version)
     )
+
+
+PAGE_ATTEMPTS = _attempts_query()
+"""The refused answers to the mints at the positions ``p`` (expanding): driven by those
+mints (their primary key), each one's refusals read through an index of its events."""
+
+
+def page_attempts(conn: Connection, positions: Iterable[int]) -> Sequence[Sequence[Any]]:
+    """The refused answers (``interrupt.resume_rejected``) to the mints at ``positions``
+    (a page's), per thread in version order: ``thread_id``, ``interrupt_id``, ``actor``,
+    the ``why``, the error, the time (as stored), and the response as JSON text where the
+    ``why`` is ``not_allowed`` (else NULL)."""
     wanted = sorted(set(positions))
-    return conn.execute(query, {"p": wanted}).all() if wanted else []
+    return conn.execute(PAGE_ATTEMPTS, {"p": wanted}).all() if wanted else []
 
 
 def delete_all(conn: Connection) -> None:
