@@ -337,8 +337,8 @@ def _records(
         (
             t_id, i_id, name, payload, minted_text, native_mint,
             end_type, end_actor, end_reason, end_response, end_decisions, end_text,
-            requested_by, authenticated_by, tenant,
-        ) = row[:15]
+            requested_by, authenticated_by, tenant, _position, _version,
+        ) = row
         minted_at: Any = utc(minted_text)  # NULL only where a column was tampered with
         if since is not None and minted_at < since:
             continue
@@ -490,7 +490,7 @@ def audit_page(
         )
         if len(rows) < chunk:
             break
-        start, inclusive, skip = (utc(rows[-1][17]), rows[-1][15]), False, None
+        start, inclusive, skip = (utc(rows[-1][4]), rows[-1][15]), False, None
     return records
 
 
@@ -516,7 +516,7 @@ def rebuild_rows(conn: Connection) -> int:
         batch = []
         for mint in mints:
             records: list[AuditRecord] = []
-            _records([mint], {}, {}, since=None, until=None, decision=None, records=records)
+            _records([mint[:17]], {}, {}, since=None, until=None, decision=None, records=records)
             requests = native.action_requests(_json(mint[3])) if mint[5] else None
             batch.append(_row_of(records, len(requests) if requests else None, mint))
         audit_rows.insert(conn, batch)

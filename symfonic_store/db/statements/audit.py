@@ -81,8 +81,8 @@ def utc(value: Any) -> datetime | None:
 def _log_query() -> sa.Select[Any]:
     """Each mint joined to its ending (if any), read from the log itself (not the audit's
     rows: what rebuilds them), from the log position bind ``from`` on, at most ``n`` mints,
-    in log order: the columns of the audit's pages (:func:`~.audit_rows.page_query`,
-    without the last), then the interrupt that superseded a marker, if its expiry names one.
+    in log order: the columns of the audit's pages (:func:`~.audit_rows.page_query`),
+    then the interrupt that superseded a marker, if its expiry names one.
 
     Nothing is converted per row: JSON columns come as text, timestamps as the driver
     gives them (:func:`utc`)."""

@@ -120,10 +120,10 @@ def _filters(shape: PageShape) -> list[sa.ColumnElement[bool]]:
 @lru_cache(maxsize=128)
 def page_query(shape: PageShape) -> sa.Select[Any] | None:
     """The page's statement (None: the scope sees nothing): the columns of the audit's
-    records -- ``thread_id``, ``interrupt_id``, the mint's name, payload, ``minted_at`` and
-    native flag, the ending's type, actor, reason, response, decisions and time, the
-    requester, how the actor was established, the tenant, the mint's position and version
-    -- then the row's ``minted_at`` as stored (the next page's key), in the audit's order.
+    records -- ``thread_id``, ``interrupt_id``, the mint's name, payload, the row's
+    ``minted_at`` (as stored: the page key with the position), the mint's native flag, the
+    ending's type, actor, reason, response, decisions and time, the requester, how the
+    actor was established, the tenant, the mint's position and version -- in the audit's order.
     Binds ``n`` (the page's size) and those of the shape."""
     walks = _walks(shape)
     if not walks:
@@ -161,10 +161,10 @@ def page_query(shape: PageShape) -> sa.Select[Any] | None:
     return (
         sa.select(
             mint.c.thread_id, mint.c.interrupt_id, mint.c.audit_name, _text(mint.c.audit_payload),
-            _stored(mint.c.audit_minted_at), _stored(mint.c.audit_native), ending.c.type, actor,
+            _stored(keys.c.minted_at), _stored(mint.c.audit_native), ending.c.type, actor,
             ending.c.audit_reason, _text(ending.c.audit_response), _text(ending.c.audit_decisions),
             _stored(ending.c.occurred_at), mint.c.actor, ending.c.audit_authenticated_by, mint.c.tenant,
-            mint.c.position, mint.c.version, _stored(keys.c.minted_at),
+            mint.c.position, mint.c.version,
         )
         .select_from(
             keys.join(mint, mint.c.position == keys.c.position).outerjoin(
