@@ -47,6 +47,9 @@ INDEXES = {
     "ix_symfonic_audit_rows_decision": ["decision"],
     "ix_symfonic_audit_rows_tenant": ["tenant"],
     "ix_symfonic_audit_rows_minted_at": [],
+    # A scoped reader's actor filter: one walk per tenant it may see, whatever the actor
+    # did for other tenants (a hidden name costs what an unknown one does).
+    "ix_symfonic_audit_rows_tenant_actor": ["tenant", "actor"],
 }
 ENDINGS = "('interrupt.resumed', 'interrupt.expired')"
 COLUMNS = "position, thread_id, interrupt_id, minted_at, tenant, actions, outcome"

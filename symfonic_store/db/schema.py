@@ -306,7 +306,8 @@ audit_rows = sa.Table(
     *(
         sa.Index(f"ix_symfonic_audit_rows_{key}", *cols, "minted_at", "position")
         for key, cols in (("thread", ("thread_id",)), ("actor", ("actor",)),
-                          ("decision", ("decision",)), ("tenant", ("tenant",)), ("minted_at", ()))
+                          ("decision", ("decision",)), ("tenant", ("tenant",)), ("minted_at", ()),
+                          ("tenant_actor", ("tenant", "actor")))
     ),
 )
 

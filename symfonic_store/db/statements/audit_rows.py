@@ -79,10 +79,16 @@ def _sees_superseder(shape: PageShape) -> sa.ColumnElement[bool]:
 
 
 def _walks(shape: PageShape) -> list[sa.ColumnElement[bool]]:
-    """One condition per index walk: the filter that drives the page, by precedence."""
+    """One condition per index walk: the filter that drives the page, by precedence (the
+    thread; the actor, per tenant of a scope; the decision; the tenants; else none)."""
     rows = audit_rows.c
     if shape.thread:
         return [rows.thread_id == sa.bindparam("t")]
+    if shape.actor and shape.named is not None:  # one walk per tenant: (tenant, actor, ...)
+        actor = rows.actor == sa.bindparam("a")
+        walks = [sa.and_(rows.tenant == sa.bindparam(f"n{i}", type_=sa.String()), actor)
+                 for i in range(shape.named)]
+        return walks + [sa.and_(rows.tenant.is_(None), actor)] if shape.untenanted else walks
     if shape.actor:
         return [rows.actor == sa.bindparam("a")]
     if shape.decision:
@@ -104,7 +110,8 @@ def _filters(shape: PageShape) -> list[sa.ColumnElement[bool]]:
             found.append(_sees_superseder(shape))
     if shape.decision and (shape.thread or shape.actor):
         found.append(rows.decision.in_([sa.bindparam("d"), sa.literal_column(f"'{MIXED}'")]))
-    if shape.named is not None and (shape.thread or shape.actor or shape.decision):
+    tenant_walks = not shape.thread and (shape.actor or not shape.decision)
+    if shape.named is not None and not tenant_walks:
         found.append(_tenant_clause(rows.tenant, shape))
     if shape.since:
         found.append(rows.minted_at >= sa.bindparam("since", type_=UTCDateTime()))
