@@ -7,7 +7,7 @@ import io
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields, make_dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -472,6 +472,9 @@ def audit_page(
             raise InvalidInputError("after", f"a cursor of another thread than {thread_id!r}")
         if index >= 0:  # a batched request's record: from its row on, its later records
             inclusive, skip = True, (t_id, i_id, index)
+    since, until, empty = _in_range(since, until)
+    if empty:
+        return []
     chunk = _CHUNK if limit is None else limit
     records: list[AuditRecord] = []
     while limit is None or len(records) < limit:
@@ -492,6 +495,26 @@ def audit_page(
             break
         start, inclusive, skip = (utc(rows[-1][4]), rows[-1][15]), False, None
     return records
+
+
+def _in_range(
+    since: datetime | None, until: datetime | None
+) -> tuple[datetime | None, datetime | None, bool]:
+    """``since``/``until`` as bounds a UTC column can hold: one beyond what UTC can say
+    (``datetime.min`` at +14:00 is before year 1 there) bounds nothing, or everything --
+    then nothing is kept (``empty``)."""
+    empty = False
+    if since is not None:
+        try:
+            since.astimezone(UTC)
+        except OverflowError:  # before year 1 in UTC: bounds nothing; after 9999: keeps nothing
+            empty, since = since.year > 1, None
+    if until is not None:
+        try:
+            until.astimezone(UTC)
+        except OverflowError:
+            empty, until = empty or until.year == 1, None
+    return since, until, empty
 
 
 def _row_of(rows: list[AuditRecord], actions: int | None, mint: Sequence[Any]) -> dict[str, Any]:
