@@ -139,6 +139,17 @@ def restore_guards(conn: Connection) -> None:
         conn.execute(sa.text(statement))
     conn.execute(sa.text(POSTGRES_APPEND_FUNCTION))
     conn.execute(sa.text(POSTGRES_PIN_APPEND_PATH))
+    # The audit's rows' triggers (0025) back on, if a `DISABLE TRIGGER ALL` took them too
+    # (rows appended meanwhile are missing: `projection rebuild` writes them).
+    conn.execute(sa.text(_ENABLE_AUDIT_ROWS))
+
+
+_ENABLE_AUDIT_ROWS = (
+    "DO $enable$ BEGIN "
+    f"ALTER TABLE {EVENTS_TABLE} ENABLE TRIGGER symfonic_audit_rows_insert; "
+    f"ALTER TABLE {EVENTS_TABLE} ENABLE TRIGGER symfonic_audit_rows_removed; "
+    "EXCEPTION WHEN undefined_object THEN NULL; END $enable$"
+)
 
 
 def remove_archived(conn: Connection, heads: Sequence[dict[str, Any]]) -> int:
