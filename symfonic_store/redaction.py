@@ -27,17 +27,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .events import EXPIRED, StoredEvent
+from .events import StoredEvent
 from .protocol import PENDING_KEY
-
-if TYPE_CHECKING:
-    from .services.audit import AuditRecord
 
 __all__ = [
     "REFERENCES", "RedactedEvent", "Scope", "redact", "visible_events", "visible_open",
-    "visible_records", "visible_steps",
+    "visible_steps",
 ]
 
 REFERENCES = ("superseded_by",)
@@ -154,30 +151,3 @@ def visible_steps(
         pending = _pending_key(event.thread_id, state)
         out.append((shown, state if pending is None or sees(pending) else {**state, PENDING_KEY: None}))
     return out
-
-
-def visible_records(
-    store: Any, scope: Scope, records: Sequence[AuditRecord], actor: str | None = None
-) -> list[AuditRecord]:
-    """Audit records of the interrupts a reader of ``scope`` may see (the store scoped
-    them): one superseded by another tenant's mint loses its ``actor``, that mint's
-    requester -- and, when the records were filtered by ``actor``, its place among them
-    (the filter would confirm the hidden name)."""
-    suspects = {r.thread_id for r in records if r.reason == "superseded" and r.actor is not None}
-    if scope is None or not suspects:
-        return list(records)
-    refs = {
-        (e.thread_id, e.interrupt_id): key
-        for thread_id in sorted(suspects)
-        for e in store.history(thread_id)
-        if e.type == EXPIRED and e.interrupt_id is not None
-        for key in _references(e)
-    }
-    sees = _seer(store, scope, set(refs.values()))
-    shown = [
-        dataclasses.replace(r, actor=None)
-        if (key := refs.get((r.thread_id, r.interrupt_id))) is not None and not sees(key)
-        else r
-        for r in records
-    ]
-    return shown if actor is None else [r for r in shown if r.actor == actor]

@@ -41,8 +41,8 @@ from symfonic_store.native import NATIVE_SOURCE
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench/
 from bench.bulk_load import ThreadSpec, rows
 
-STORE_TABLES = ("symfonic_events", "symfonic_threads", "symfonic_open_interrupts")
-"""The tables a bounded read never scans: the log and the projection."""
+STORE_TABLES = ("symfonic_events", "symfonic_threads", "symfonic_open_interrupts", "symfonic_audit_rows")
+"""The tables a bounded read never scans: the log, the projection and the audit's rows."""
 SCALE = 100
 """How much larger the large fixture is than the small one."""
 

@@ -25,7 +25,7 @@ the first scrape after the upgrade is right and folds nothing old. The downgrade
 the triggers and the tables.
 
 Revision ID: 0026_metric_counts
-Revises: 0024_projection_scope
+Revises: 0025_audit_rows
 Create Date: 2026-12-07
 """
 
@@ -41,7 +41,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0026_metric_counts"
-down_revision: str | None = "0024_projection_scope"
+down_revision: str | None = "0025_audit_rows"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,5 +1,5 @@
-"""The SQL schema: the append-only event table, the per-thread projection table, the
-wake-ups the sweep still owes, and the evidence kept beside them (archives, checkpoints).
+"""The SQL schema: the append-only event table, the projection, the wake-ups the sweep
+owes, and the evidence beside them (archives, checkpoints); :mod:`.count_tables` the rest.
 
 The migrations in ``migrations/`` create exactly this (``alembic check`` in the test
 suite proves there is no drift). The database keeps the promises:
@@ -9,8 +9,7 @@ suite proves there is no drift). The database keeps the promises:
 - ``uq_symfonic_events_one_ending``: one terminal event per (thread, interrupt) (I3);
 - ``uq_symfonic_events_one_reminder`` and ``uq_symfonic_events_one_escalation``: the
   sweep reminds of and escalates an interrupt at most once each (SPEC §14);
-- ``uq_symfonic_events_one_vote``: one ``interrupt.voted`` per (thread, interrupt, actor)
-  (SPEC §15);
+- ``uq_symfonic_events_one_vote``: one ``interrupt.voted`` per (thread, interrupt, actor);
 - triggers refuse ``UPDATE``, ``DELETE`` (and on PostgreSQL ``TRUNCATE``) (I1);
 - the primary key of ``symfonic_wakeups``: at most one owed wake-up per interrupt;
 - ``symfonic_checkpoints.seq``: two checkpoints never both follow the same one (a fork);
@@ -36,6 +35,7 @@ from .pg_append import POSTGRES_PIN_APPEND_PATH as POSTGRES_PIN_APPEND_PATH
 EVENTS_TABLE = "symfonic_events"
 THREADS_TABLE = "symfonic_threads"
 OPEN_INTERRUPTS_TABLE = "symfonic_open_interrupts"
+AUDIT_ROWS_TABLE = "symfonic_audit_rows"
 CLAIMS_TABLE = "symfonic_claims"
 WAKEUPS_TABLE = "symfonic_wakeups"
 ARCHIVES_TABLE = "symfonic_archives"
@@ -47,8 +47,7 @@ CHECKPOINT_BUCKETS_TABLE = "symfonic_checkpoint_buckets"
 NOTIFY_CURSORS_TABLE = "symfonic_notify_cursors"
 NOTIFY_DEAD_LETTERS_TABLE = "symfonic_notify_dead_letters"
 VERSION_TABLE = "symfonic_store_alembic_version"
-"""Alembic's bookkeeping table, named apart so the store can share a database with an
-application that has Alembic migrations of its own."""
+"""Alembic's table, named apart so that an application's own migrations may share the database."""
 
 metadata = sa.MetaData()
 
@@ -312,6 +311,37 @@ open_interrupts = sa.Table(
         "ix_symfonic_open_interrupts_assignee", "assigned_to", "minted_at", "thread_id",
         "interrupt_id", sqlite_where=sa.text("assigned_to IS NOT NULL"),
         postgresql_where=sa.text("assigned_to IS NOT NULL"),
+    ),
+)
+
+# One row per interrupt, kept by triggers on the event table (since 0025_audit_rows): what
+# the audit's filters page on (SPEC §17), each an index walked in the audit's order
+# (minted_at, then the mint's position). Not evidence: a copy of the mint and its ending,
+# rebuilt from the log by rebuild_projection().
+audit_rows = sa.Table(
+    AUDIT_ROWS_TABLE,
+    metadata,
+    sa.Column("position", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True,
+              autoincrement=False),
+    sa.Column("thread_id", sa.String(255), nullable=False),
+    sa.Column("interrupt_id", sa.String(255), nullable=False),
+    sa.Column("minted_at", UTCDateTime(), nullable=False),
+    sa.Column("tenant", sa.String(255), nullable=True),
+    # A batched HITL request's number of action requests (one record each), else NULL.
+    sa.Column("actions", sa.Integer(), nullable=True),
+    sa.Column("outcome", sa.String(16), nullable=False),
+    sa.Column("actor", sa.String(255), nullable=True),
+    # The decision every record of the interrupt reports, or "*": its records differ, or
+    # the word is derived when read (an answer that recorded none).
+    sa.Column("decision", sa.String(64), nullable=True),
+    # A superseded marker's expiry: the interrupt that superseded it (its requester is the
+    # expiry's actor, hidden from a reader who may not see that interrupt: SPEC §15).
+    sa.Column("superseded_by", sa.String(255), nullable=True),
+    *(
+        sa.Index(f"ix_symfonic_audit_rows_{key}", *cols, "minted_at", "position")
+        for key, cols in (("thread", ("thread_id",)), ("actor", ("actor",)),
+                          ("decision", ("decision",)), ("tenant", ("tenant",)), ("minted_at", ()),
+                          ("tenant_actor", ("tenant", "actor")))
     ),
 )
 

@@ -245,10 +245,10 @@ async def audit(request: Request) -> Response:
             until=query(request, "until"),
             decision=query(request, "decision"),
             tenants=who.scope,
+            limit=limit + 1,
+            after=query(request, "after"),
         )
-        page, cursor = await svc.lanes.run(
-            tenancy.audit_page, svc.store, who, records, actor=query(request, "actor"), after=query(request, "after"), limit=limit
-        )
+        page, cursor = tenancy.audit_page(records, limit=limit)
     except (BadRequest, InvalidInputError) as exc:
         raise _bad(exc) from None
     if output == "csv":

@@ -6,11 +6,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from ..services.audit import AuditRecord
+from typing import Any
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 1000
@@ -47,33 +43,6 @@ def decode_cursor(cursor: str, size: int, shape: tuple[type, ...] | None = None)
     ):
         raise BadRequest(NOT_A_CURSOR)
     return key
-
-
-AUDIT_KEY_SHAPE = (str, str, str, int)
-"""The types of an audit key's values (:func:`audit_key`)."""
-
-
-def audit_key(record: AuditRecord) -> list[Any]:
-    """A record's place in the audit's order; a cursor is the last shown record's key."""
-    return [record.minted_at.isoformat(), record.thread_id, record.interrupt_id,
-            -1 if record.action_index is None else record.action_index]
-
-
-def audit_page_of(
-    records: Sequence[AuditRecord], *, after: str | None, limit: int
-) -> tuple[list[AuditRecord], str | None]:
-    """One page of ``records`` after the cursor ``after``, and the next page's cursor
-    (``GET /api/audit`` and the inbox's audit page: a cursor of one pages the other).
-
-    Raises:
-        BadRequest: ``after`` is not a cursor of this list.
-    """
-    keyed = sorted(((audit_key(r), r) for r in records), key=lambda pair: tuple(pair[0]))
-    if after is not None:
-        bound = tuple(decode_cursor(after, 4, AUDIT_KEY_SHAPE))
-        keyed = [(k, r) for k, r in keyed if tuple(k) > bound]
-    shown = keyed[:limit]
-    return [r for _, r in shown], encode_cursor(shown[-1][0]) if len(keyed) > limit else None
 
 
 def page_limit(value: str | None, default: int = DEFAULT_PAGE) -> int:

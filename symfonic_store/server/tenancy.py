@@ -1,7 +1,7 @@
 """What a principal may see of a thread's log (SPEC §15): the rule of
 :mod:`symfonic_store.redaction` (which the notifier's subscriptions follow too), applied
 to the principal's tenants (:attr:`Principal.scope`), and the audit's pages built from
-what it may see.
+what it may see (the store reads them so scoped, SPEC §15).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import redaction
-from .paging import audit_page_of
 
 if TYPE_CHECKING:
     from ..events import StoredEvent
@@ -39,30 +38,15 @@ def visible_steps(
     return redaction.visible_steps(store, principal.scope, steps)
 
 
-def visible_records(
-    store: Any, principal: Principal, records: Sequence[AuditRecord], actor: str | None = None
-) -> list[AuditRecord]:
-    """Audit records of ``principal``'s tenants' interrupts (the store scoped them), as
-    :func:`symfonic_store.redaction.visible_records` shows them."""
-    return redaction.visible_records(store, principal.scope, records, actor)
+def audit_page(records: Sequence[AuditRecord], *, limit: int) -> tuple[list[AuditRecord], str | None]:
+    """One page of the audit (``GET /api/audit`` and the inbox's audit page) from the
+    store's read of ``limit + 1`` records after the cursor, and the next page's cursor
+    (the last shown record's; None when nothing follows).
 
-
-def audit_page(
-    store: Any, principal: Principal, records: Sequence[AuditRecord], *,
-    actor: str | None, after: str | None, limit: int,
-) -> tuple[list[AuditRecord], str | None]:
-    """One page of the audit ``principal`` may see, and the next page's cursor
-    (``GET /api/audit`` and the inbox's audit page).
-
-    Filtered by ``actor``, the records it may not see under that name are dropped
-    *before* the page is cut: a page, and its cursor, built from the store's matches
-    would tell a hidden name from an unknown one. Without ``actor`` what it may see
-    changes no record's place, so only the page is redacted (the cheap way).
-
-    Raises:
-        BadRequest: ``after`` is not a cursor of this list.
-    """
-    if actor is not None:
-        return audit_page_of(visible_records(store, principal, records, actor), after=after, limit=limit)
-    page, cursor = audit_page_of(records, after=after, limit=limit)
-    return visible_records(store, principal, page), cursor
+    The store read the principal's page already scoped to its tenants (``tenants=``), the
+    actor of a superseded marker's expiry hidden where the principal may not see the
+    interrupt that superseded it, and an ``actor`` filter not matching through a hidden
+    name -- so a page and its cursor tell a hidden name from an unknown one no more than
+    the records do (SPEC §15)."""
+    page = list(records[:limit])
+    return page, page[-1].cursor if len(records) > limit and page else None

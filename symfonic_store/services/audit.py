@@ -7,22 +7,16 @@ import io
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields, make_dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import partial
-from operator import attrgetter
 from typing import Any
 
 from sqlalchemy.engine import Connection
 
 from .. import cursors, native
-from ..db.statements.audit import (
-    audit_page_attempts,
-    audit_page_rows,
-    audit_rows,
-    mint_key,
-    utc,
-)
-from ..db.statements.votes import quorum_approvers, quorum_approvers_between
+from ..db.statements import audit_rows
+from ..db.statements.audit import log_audit_rows, mint_key, utc
+from ..db.statements.votes import quorum_approvers_at
 from ..decisions import builtin, reported
 from ..errors import InvalidInputError
 from ..events import RESUMED, refused_assignment
@@ -282,8 +276,6 @@ for _name, _decode in (
 ):
     setattr(AuditRecord, _name, _Lazy(_SLOTS[_name], _decode))
 
-_MINTED_AT = attrgetter("minted_at")
-
 
 def _decided(
     stored: list[Any] | None,
@@ -414,46 +406,34 @@ def audit(
     limit: int | None = None,
     after: str | None = None,
 ) -> list[AuditRecord]:
-    """One record per interrupt from the audit columns (SPEC §3 ``audit``), oldest mint
-    first; ``since``/``until`` bound ``minted_at``; ``decision`` keeps the records whose
-    reported decision is exactly that.
+    """One record per interrupt from the audit columns (SPEC §3 ``audit``), in the audit's
+    order: ``minted_at``, mints of the same time in log order; ``since``/``until`` bound
+    ``minted_at``; ``decision`` keeps the records whose reported decision is exactly that.
 
     A record's ``payload``, ``response``, ``resolved_at``, ``decision`` and
     ``decision_source`` are decoded when first read (see :class:`_Lazy`), except where
     the audit needs them itself: a batched HITL request's records, and every decision
     under a ``decision`` filter. ``scope``: only the interrupts minted for those tenants
-    (``None`` among them: minted without one; SPEC §15).
+    (``None`` among them: minted without one; SPEC §15), and the actor of a superseded
+    marker's expiry -- the requester of the interrupt that superseded it -- only where
+    the scope may see that interrupt (else None, and an ``actor`` filter does not match
+    it: a hidden name reads as an unknown one).
 
-    ``limit`` / ``after`` read one page (:func:`audit_page`); without either, the whole
-    audit, sorted by ``minted_at`` (mints of the same time in log order).
+    ``limit`` / ``after`` read one page (:func:`audit_page`); without either, every page.
 
     Raises:
-        ValueError: ``after`` is not a record's cursor.
+        InvalidInputError: (a ValueError) ``after`` is not a record's cursor.
     """
-    if limit is not None or after is not None:
-        return audit_page(
-            conn, thread_id=thread_id, actor=actor, since=since, until=until,
-            decision=decision, scope=scope, limit=limit, after=after,
-        )
-    # One more statement for every record's refused answers, grouped here: a query per
-    # record would cost a round trip per interrupt (bench/audit.py: 10,000 of them).
-    rows, attempt_rows = audit_rows(conn, thread_id=thread_id, actor=actor, scope=scope)
-    # Every value comes from the audit columns (symfonic_store/audit_columns.py), written
-    # at append time: no mint's or ending's JSON data is decoded here.
-    records: list[AuditRecord] = []
-    _records(
-        rows, _attempts(attempt_rows), quorum_approvers(conn, thread_id),
-        since=since, until=until, decision=decision, records=records,
+    return audit_page(
+        conn, thread_id=thread_id, actor=actor, since=since, until=until,
+        decision=decision, scope=scope, limit=limit, after=after,
     )
-    # Stable: rows come in position order, so records minted at the same time keep it.
-    records.sort(key=_MINTED_AT)
-    return records
 
 
 _CHUNK = 1000
-"""Mints read per statement by a page without a limit (``after`` alone)."""
-_FILTERED_CHUNK = 100
-"""At least as many mints read per statement when filters checked in Python skip some."""
+"""Rows read per statement by a read without a limit (with one: the limit; under a
+``decision`` filter, a row of mixed decisions, :data:`~symfonic_store.db.statements.audit_rows.MIXED`,
+may hold no record that matches, and the next statement reads on)."""
 
 
 def audit_page(
@@ -469,46 +449,101 @@ def audit_page(
     after: str | None,
 ) -> list[AuditRecord]:
     """Up to ``limit`` records (all, when None) after the record whose cursor is
-    ``after`` (from the first, when None), in mint order: the log's order, which is
-    ``minted_at``'s unless a clock went back. Keyset paging (SPEC §17): each statement
-    reads the next mints from a place in an index (:func:`audit_page_rows`), so a page
-    costs what it returns, and a record is on exactly one page however others append
-    meanwhile (a new mint comes after every mint before it).
+    ``after`` (from the first, when None), in the audit's order. Keyset paging (SPEC §17)
+    on the audit's rows (:mod:`symfonic_store.db.statements.audit_rows`): each statement
+    walks an index of the filter that drives it from the cursor's place, every other
+    filter checked in SQL, so a page costs what it returns. A record there at the first
+    page is on exactly one page however others append meanwhile (a key never changes).
 
     Raises:
         InvalidInputError: (a ValueError) ``after`` is not a record's cursor (or names an
             interrupt no longer in the log: archived).
     """
-    keyed = 16 if thread_id is not None else 15  # the row's version, else its position
-    start, skip = 0, None
+    start: tuple[Any, int] | None = None
+    skip: tuple[str, str, int] | None = None
+    inclusive = False
     if after is not None:
         t_id, i_id, index = cursors.decode(after, cursors.AUDIT, cursors.AUDIT_SHAPE)
         found = mint_key(conn, t_id, i_id)
-        if found is None:
+        start = None if found is None else audit_rows.row_key(conn, found[0])
+        if start is None:
             raise InvalidInputError("after", "its interrupt is not in the log (archived, or never minted)")
         if thread_id is not None and t_id != thread_id:
             raise InvalidInputError("after", f"a cursor of another thread than {thread_id!r}")
-        key = found[1] if thread_id is not None else found[0]
-        # A batched request's record: the interrupt's later records come next.
-        start, skip = (key, (t_id, i_id, index)) if index >= 0 else (key + 1, None)
-    # Filters checked here skip rows: read more of them per statement (still a bounded read).
-    filtered = since is not None or until is not None or decision is not None
-    chunk = _CHUNK if limit is None else max(limit, _FILTERED_CHUNK) if filtered else limit
+        if index >= 0:  # a batched request's record: from its row on, its later records
+            inclusive, skip = True, (t_id, i_id, index)
+    since, until, empty = _in_range(since, until)
+    if empty:
+        return []
+    chunk = _CHUNK if limit is None else limit
     records: list[AuditRecord] = []
     while limit is None or len(records) < limit:
-        rows = audit_page_rows(
-            conn, thread_id=thread_id, actor=actor, scope=scope, start=start, limit=chunk
+        rows = audit_rows.page_rows(
+            conn, thread_id=thread_id, actor=actor, decision=decision, scope=scope,
+            since=since, until=until, start=start, inclusive=inclusive, limit=chunk,
         )
         if not rows:
             break
-        lo, hi = rows[0][keyed], rows[-1][keyed]
-        attempts = _attempts(audit_page_attempts(conn, thread_id=thread_id, scope=scope, lo=lo, hi=hi))
-        quorums = quorum_approvers_between(conn, thread_id=thread_id, lo=lo, hi=hi)
+        positions = [row[15] for row in rows]
+        attempts = _attempts(audit_rows.page_attempts(conn, positions))
+        quorums = quorum_approvers_at(conn, positions)
         _records(
-            rows, attempts, quorums, since=since, until=until, decision=decision,
+            rows, attempts, quorums, since=None, until=None, decision=decision,
             records=records, skip=skip, limit=limit,
         )
         if len(rows) < chunk:
             break
-        start, skip = hi + 1, None
+        start, inclusive, skip = (utc(rows[-1][4]), rows[-1][15]), False, None
     return records
+
+
+def _in_range(
+    since: datetime | None, until: datetime | None
+) -> tuple[datetime | None, datetime | None, bool]:
+    """``since``/``until`` as bounds a UTC column can hold: one beyond what UTC can say
+    (``datetime.min`` at +14:00 is before year 1 there) bounds nothing, or everything --
+    then nothing is kept (``empty``)."""
+    empty = False
+    if since is not None:
+        try:
+            since.astimezone(UTC)
+        except OverflowError:  # before year 1 in UTC: bounds nothing; after 9999: keeps nothing
+            empty, since = since.year > 1, None
+    if until is not None:
+        try:
+            until.astimezone(UTC)
+        except OverflowError:
+            empty, until = empty or until.year == 1, None
+    return since, until, empty
+
+
+def _row_of(rows: list[AuditRecord], actions: int | None, mint: Sequence[Any]) -> dict[str, Any]:
+    """The audit row of one interrupt (``0025_audit_rows``) from its records."""
+    words = {r.decision for r in rows}
+    return {
+        "position": mint[15], "thread_id": mint[0], "interrupt_id": mint[1],
+        "minted_at": rows[0].minted_at, "tenant": mint[14], "actions": actions,
+        "outcome": rows[0].outcome, "actor": mint[7],
+        "decision": words.pop() if len(words) == 1 else audit_rows.MIXED,
+        "superseded_by": mint[17],
+    }
+
+
+def rebuild_rows(conn: Connection) -> int:
+    """Replace the audit's rows (``symfonic_audit_rows``) by what the log says, each
+    decision the word the audit reports (derived ones too); returns the rows written."""
+    audit_rows.delete_all(conn)
+    written, start = 0, 0
+    while True:
+        mints = log_audit_rows(conn, start=start, limit=_CHUNK)
+        batch = []
+        for mint in mints:
+            records: list[AuditRecord] = []
+            _records([mint[:17]], {}, {}, since=None, until=None, decision=None, records=records)
+            requests = native.action_requests(_json(mint[3])) if mint[5] else None
+            batch.append(_row_of(records, len(requests) if requests else None, mint))
+        audit_rows.insert(conn, batch)
+        written += len(batch)
+        if len(mints) < _CHUNK:
+            return written
+        start = mints[-1][15] + 1

@@ -18,6 +18,7 @@ from ..db.statements.projection import (
 from ..db.statements.threads import delete_all_threads, insert_threads
 from ..errors import ProjectionMismatchError
 from ..projection import ThreadState, marker_from_data, open_from_event
+from .audit import rebuild_rows
 
 _BATCH = 2000
 
@@ -59,6 +60,8 @@ def rebuild(conn: Connection, *, progress: Progress | None = None, force: bool =
     An archived thread's head comes back from its archive record, with the events after
     it folded on top (the projection's ``run_id`` is the archived one until a later event
     names another).
+
+    The audit's rows (``symfonic_audit_rows``) are rebuilt from the log too.
 
     The fold is done set-wise by the database (:func:`projection_rows_query`: the last
     hash, the latest run id and the still-open mint of each thread), which gives the
@@ -104,6 +107,8 @@ def rebuild(conn: Connection, *, progress: Progress | None = None, force: bool =
     # The open counts /metrics reads: what the new projection holds (the deltas of other
     # writers are dropped with the old totals).
     recount_open(conn)
+    # The audit's rows (0025_audit_rows): kept by triggers, rebuilt from the log as well.
+    rebuild_rows(conn)
     if progress is not None:
         progress(folded)
     return folded

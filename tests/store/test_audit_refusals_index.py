@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 from audit_log import rich_log
+from bounded_rig import probe
 from migration_rig import event_indexes, migrate
 from sqlalchemy.engine import Engine
 
 from symfonic_store import InterruptStore
-from symfonic_store.db.statements import audit as statements
 
 INDEX = "ix_symfonic_events_refusals"
 
@@ -32,15 +32,17 @@ def test_0018_builds_the_index_from_the_events_and_downgrades_without_it(engine:
         assert store.verify().ok
 
 
-def test_sqlite_reads_the_refusals_through_the_index_not_the_table(store: InterruptStore) -> None:
-    """The attempts statement, as SQLite plans it: through the partial index, whatever the filter."""
+def test_sqlite_reads_a_pages_refusals_through_an_index_not_the_table(store: InterruptStore) -> None:
+    """The attempts statement of an audit page, as SQLite plans it: from the page's mints
+    (their primary key), each one's refusals through an index of its events, never a scan."""
     if store.engine.dialect.name != "sqlite":
         pytest.skip("SQLite's plan; PostgreSQL chooses by table statistics")
     rich_log(store)
-    with store.engine.connect() as conn:
-        for _, attempts in statements._AUDIT.values():
-            compiled = attempts.compile(dialect=conn.dialect)
-            given = {**compiled.params, "t": "t-m", "a": "bob"}
-            args = tuple(given[name] for name in compiled.positiontup or ())
-            plan = [r[3] for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + str(compiled), args)]
-            assert any(INDEX in step for step in plan) and "SCAN rejected" not in plan, plan
+    for filters in ({}, {"thread_id": "t-m"}, {"actor": "bob"}):
+        with probe(store) as seen:
+            store.audit(limit=5, **filters)
+        plans = [plan for sql, plan in seen.plans if "rejected" in sql]
+        assert plans, filters
+        for plan in plans:
+            assert not any(step.startswith("SCAN") for step in plan), plan
+            assert any(step.startswith("SEARCH rejected USING INDEX") for step in plan), plan

@@ -22,7 +22,7 @@ from symfonic_store import InterruptAlreadyResolvedError, InterruptStore
 from symfonic_store.db.backends import backend_of
 from symfonic_store.db.executor import CursorExecutor, executor_for
 from symfonic_store.db.executors.cursor import CACHE_LIMIT
-from symfonic_store.db.statements.audit import scoped_audit_queries
+from symfonic_store.db.statements.audit_rows import PageShape, page_query
 
 TENANTS: tuple[str | None, ...] = ("acme", "globex", "initech", "umbrella", "hooli", "stark", None)
 
@@ -112,13 +112,16 @@ def test_scoped_audits_racing_over_many_tenant_sets_each_get_their_own_rows(
     assert len(sizes) == rounds
     assert all(size == sizes[0] for size in sizes)  # every shape cached in the first round
     assert max(sizes[0]) <= CACHE_LIMIT
-    assert scoped_audit_queries.cache_info().currsize <= 64
+    assert page_query.cache_info().currsize <= 128
 
 
 def test_scopes_of_one_shape_share_their_statements() -> None:
     """The statements depend on the scope's shape only; the tenants are parameters."""
-    assert scoped_audit_queries(False, False, 2, True) is scoped_audit_queries(False, False, 2, True)
-    assert scoped_audit_queries(False, False, 2, True) is not scoped_audit_queries(False, False, 2, False)
+    def shape(untenanted: bool) -> PageShape:
+        return PageShape(False, False, False, 2, untenanted, False, False, False)
+
+    assert page_query(shape(True)) is page_query(shape(True))
+    assert page_query(shape(True)) is not page_query(shape(False))
 
 
 def test_a_dropped_engines_backend_goes_with_it() -> None:

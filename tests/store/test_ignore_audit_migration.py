@@ -31,16 +31,18 @@ def _ignored(store: InterruptStore, thread_id: str, value: Any, **who: str) -> N
 
 
 def _guards(engine: Engine) -> list[tuple[Any, ...]]:
-    """The event table's triggers as the catalogue holds them: SQLite's text, PostgreSQL's
-    definition and enabled state."""
+    """The event table's guards as the catalogue holds them: SQLite's text, PostgreSQL's
+    definition and enabled state (not the triggers of later migrations' tables)."""
     with engine.connect() as conn:
         if conn.dialect.name == "sqlite":
             rows = conn.exec_driver_sql(
-                "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' ORDER BY name")
+                "SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"
+                " AND substr(name, 1, 16) = 'symfonic_events_' ORDER BY name")
         else:
             rows = conn.exec_driver_sql(
                 "SELECT t.tgname, t.tgenabled, pg_get_triggerdef(t.oid) FROM pg_trigger t "
-                "WHERE t.tgrelid = 'symfonic_events'::regclass AND NOT t.tgisinternal ORDER BY 1")
+                "WHERE t.tgrelid = 'symfonic_events'::regclass AND NOT t.tgisinternal"
+                " AND left(t.tgname, 16) = 'symfonic_events_' ORDER BY 1")
         return [tuple(r) for r in rows]
 
 

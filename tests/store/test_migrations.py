@@ -103,18 +103,23 @@ def layout(engine: Engine) -> dict[str, Any]:
 
 
 def expected_triggers(engine: Engine, *, counts: bool = True) -> set[str]:
-    """The triggers at head (``counts=False``: at a revision before 0026's)."""
+    """The triggers at head (``counts=False``: at a revision before 0026's); 0025's (the
+    audit's rows, kept by the event table's inserts and deletes) when its table is there."""
+    audit_rows = "symfonic_audit_rows" in sa.inspect(engine).get_table_names()
     if engine.dialect.name == "sqlite":
-        return {"symfonic_events_no_update", "symfonic_events_no_delete"} | (
+        kept = {"symfonic_audit_rows_mint", "symfonic_audit_rows_ending", "symfonic_audit_rows_removed"}
+        return {"symfonic_events_no_update", "symfonic_events_no_delete", *(kept if audit_rows else ())} | (
             # 0026: the open counts /metrics reads, kept by the projection's writes
             {"symfonic_open_count_marker_insert", "symfonic_open_count_marker_update",
              "symfonic_open_count_marker_delete", "symfonic_open_count_native_insert",
              "symfonic_open_count_native_delete"} if counts else set()
         )
+    kept = {"symfonic_audit_rows_insert", "symfonic_audit_rows_removed"}
     return {
         "symfonic_events_no_update_delete",
         "symfonic_events_no_truncate",
         "symfonic_events_tx_id",  # 0010: the read key of gap-safe readers
+        *(kept if audit_rows else ()),
     } | ({"symfonic_open_count_marker", "symfonic_open_count_native"} if counts else set())
 
 

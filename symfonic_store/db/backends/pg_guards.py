@@ -20,15 +20,13 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from ..pg_append import APPEND_FUNCTION, POSTGRES_APPEND_FUNCTION, POSTGRES_PIN_APPEND_PATH
 from ..schema import (
-    APPEND_FUNCTION,
     EVENTS_TABLE,
-    POSTGRES_APPEND_FUNCTION,
     POSTGRES_APPEND_ONLY_FUNCTION,
     POSTGRES_APPEND_ONLY_TRIGGER_NAMES,
     POSTGRES_APPEND_ONLY_TRIGGERS,
     POSTGRES_DROP_TX_ID_TRIGGER,
-    POSTGRES_PIN_APPEND_PATH,
     POSTGRES_TX_ID_TRIGGER,
     POSTGRES_TX_ID_TRIGGER_NAME,
 )
@@ -141,6 +139,17 @@ def restore_guards(conn: Connection) -> None:
         conn.execute(sa.text(statement))
     conn.execute(sa.text(POSTGRES_APPEND_FUNCTION))
     conn.execute(sa.text(POSTGRES_PIN_APPEND_PATH))
+    # The audit's rows' triggers (0025) back on, if a `DISABLE TRIGGER ALL` took them too
+    # (rows appended meanwhile are missing: `projection rebuild` writes them).
+    conn.execute(sa.text(_ENABLE_AUDIT_ROWS))
+
+
+_ENABLE_AUDIT_ROWS = (
+    "DO $enable$ BEGIN "
+    f"ALTER TABLE {EVENTS_TABLE} ENABLE TRIGGER symfonic_audit_rows_insert; "
+    f"ALTER TABLE {EVENTS_TABLE} ENABLE TRIGGER symfonic_audit_rows_removed; "
+    "EXCEPTION WHEN undefined_object THEN NULL; END $enable$"
+)
 
 
 def remove_archived(conn: Connection, heads: Sequence[dict[str, Any]]) -> int:

@@ -34,7 +34,6 @@ from ..rows import (
 from .audit import (
     AUDIT_COLUMN_ELEMENTS,
     audit_columns_query,
-    audit_rows,
 )
 from .evidence import (
     ID_CHUNK,
@@ -150,7 +149,6 @@ __all__ = [
     "archived_heads_since",
     "archived_versions",
     "audit_columns_query",
-    "audit_rows",
     "checkpoint_buckets_all",
     "checkpoint_heads_of",
     "checkpoint_leaf_hashes_in",

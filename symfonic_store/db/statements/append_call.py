@@ -23,8 +23,8 @@ from ...events import NewEvent
 from ...projection import ThreadState
 from ..executor import executor_for
 from ..executors.base import JsonText
+from ..pg_append import APPEND_FUNCTION
 from ..rows import thread_row
-from ..schema import APPEND_FUNCTION
 from .log import event_rows
 
 APPLIED = 1

@@ -75,3 +75,45 @@ def quorum_approvers_between(
         if isinstance(names, list) and names:
             found[(str(t), str(i))] = tuple(str(n) for n in names)
     return found
+
+
+def _approvers_at() -> sa.Select[Any]:
+    """The answers that recorded approvers, to the mints at the positions ``p`` (one page
+    of the audit: expanding), driven by those mints."""
+    mint, r = events.alias("mint"), events.alias("r")
+    return (
+        sa.select(r.c.thread_id, r.c.interrupt_id, r.c.data)
+        .select_from(
+            mint.join(
+                r,
+                sa.and_(
+                    r.c.thread_id == mint.c.thread_id,
+                    r.c.interrupt_id == mint.c.interrupt_id,
+                    r.c.type == RESUMED,
+                ),
+            )
+        )
+        .where(mint.c.position.in_(sa.bindparam("p", expanding=True)))
+        .where(
+            sa.exists().where(
+                events.c.thread_id == r.c.thread_id,
+                events.c.interrupt_id == r.c.interrupt_id,
+                events.c.type == VOTED,
+            )
+        )
+    )
+
+
+_APPROVERS_AT = _approvers_at()
+
+
+def quorum_approvers_at(conn: Connection, positions: list[int]) -> dict[tuple[str, str], tuple[str, ...]]:
+    """:func:`quorum_approvers` of the interrupts minted at ``positions`` (a page of the audit)."""
+    found: dict[tuple[str, str], tuple[str, ...]] = {}
+    if not positions:
+        return found
+    for t, i, data in conn.execute(_APPROVERS_AT, {"p": sorted(set(positions))}):
+        names: Any = data.get("approvers") if isinstance(data, dict) else None
+        if isinstance(names, list) and names:
+            found[(str(t), str(i))] = tuple(str(n) for n in names)
+    return found

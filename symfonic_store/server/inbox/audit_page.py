@@ -38,10 +38,10 @@ async def audit_page(request: Request) -> Response:
             until=chosen["until"],
             decision=chosen["decision"],
             tenants=who.scope,
+            limit=limit + 1,
+            after=query(request, "after"),
         )
-        shown, cursor = await svc.lanes.run(
-            tenancy.audit_page, svc.store, who, records, actor=chosen["actor"], after=query(request, "after"), limit=limit
-        )
+        shown, cursor = tenancy.audit_page(records, limit=limit)
     except (BadRequest, InvalidInputError) as exc:
         return render(request, "audit.html", who=who, status=400, title="Audit", filters=chosen,
                       rows=[], next_url=None, error=str(exc), paged=False)
