@@ -96,7 +96,7 @@ def _walks(shape: PageShape) -> list[sa.ColumnElement[bool]]:
     rows = audit_rows.c
     if shape.thread:
         return [rows.thread_id == sa.bindparam("t")]
-    if shape.actor and _walks_tenants(shape):  # one walk per tenant: (tenant, actor, ...)
+    if shape.actor and shape.named is not None and _walks_tenants(shape):  # a walk per tenant
         actor = rows.actor == sa.bindparam("a")
         walks = [sa.and_(rows.tenant == sa.bindparam(f"n{i}", type_=sa.String()), actor)
                  for i in range(shape.named)]
