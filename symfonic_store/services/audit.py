@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection
 from .. import cursors, native
 from ..db.statements import audit_rows
 from ..db.statements.audit import log_audit_rows, mint_key, utc
+from ..db.statements.tenants import mint_tenants
 from ..db.statements.votes import quorum_approvers_at
 from ..decisions import builtin, reported
 from ..errors import InvalidInputError
@@ -465,6 +466,8 @@ def audit_page(
     if after is not None:
         t_id, i_id, index = cursors.decode(after, cursors.AUDIT, cursors.AUDIT_SHAPE)
         found = mint_key(conn, t_id, i_id)
+        if found is not None and scope is not None and mint_tenants(conn, [(t_id, i_id)]).get((t_id, i_id)) not in scope:
+            found = None  # another tenant's: told exactly as an unknown one (SPEC §15)
         start = None if found is None else audit_rows.row_key(conn, found[0])
         if start is None:
             raise InvalidInputError("after", "its interrupt is not in the log (archived, or never minted)")

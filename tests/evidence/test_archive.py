@@ -342,7 +342,7 @@ def _archive_as_a_role_that_is_not_the_owner(
             f'GRANT UPDATE, DELETE ON symfonic_threads, symfonic_open_interrupts, symfonic_claims, '
             f'symfonic_wakeups, symfonic_checkpoint_heads, symfonic_checkpoint_buckets, '
             f'symfonic_open_counts, symfonic_open_count_deltas, symfonic_metric_counts, '
-            f'symfonic_metric_fold TO "{role}"'
+            f'symfonic_metric_fold, symfonic_audit_rows TO "{role}"'
         )
         conn.exec_driver_sql(f'GRANT USAGE ON ALL SEQUENCES IN SCHEMA "{schema}" TO "{role}"')
         conn.exec_driver_sql(f'GRANT EXECUTE ON FUNCTION symfonic_archive_remove(jsonb) TO "{role}"')
@@ -368,6 +368,12 @@ def _archive_as_a_role_that_is_not_the_owner(
         assert result.removed == 6 and app.verify().ok
         app.record_route("t-1", "continue", run_id="r2")  # and it still appends, chaining on
         assert app.verify("t-1").ok
+        # A mint and its answer: the triggers that keep the audit's rows and the open
+        # counts write as the application's role.
+        app.mint("t-app", {"name": "pay", "interrupt_id": "i-app"})
+        app.resume("t-app", "i-app", {"approved": True}, actor="alice")
+        (record,) = app.audit(thread_id="t-app")
+        assert (record.outcome, record.actor) == ("resumed", "alice")
     finally:
         app.close()
         app_engine.dispose()

@@ -331,10 +331,13 @@ def watched_store(url: str, *, fast: bool, listen: bool) -> tuple[InterruptStore
     store = InterruptStore(engine)
     store.setup()
     # Python's trace callback repeats the firing statement once per trigger program it runs
-    # (the audit's rows, 0025), which no statement event could match: this store, whose
-    # audit is not read, goes without those triggers.
+    # (the audit's rows, 0025; the open counts, 0026), which no statement event could
+    # match: this store, whose audit and metrics are not read, goes without those triggers.
     with engine.begin() as conn:
-        for name in ("symfonic_audit_rows_mint", "symfonic_audit_rows_ending", "symfonic_audit_rows_removed"):
+        for name in ("symfonic_audit_rows_mint", "symfonic_audit_rows_ending", "symfonic_audit_rows_removed",
+                     "symfonic_open_count_marker_insert", "symfonic_open_count_marker_update",
+                     "symfonic_open_count_marker_delete", "symfonic_open_count_native_insert",
+                     "symfonic_open_count_native_delete"):
             conn.exec_driver_sql(f"DROP TRIGGER {name}")
     store.pending("warm-up")  # the schema check is done and the one connection is open
     return store, watch

@@ -286,3 +286,36 @@ def test_cli_audit_refuses_a_forged_cursor_with_one_line(store: InterruptStore, 
     message = assert_clean_error(run_cli("audit", "--after", "nonsense", db=migrated_url), 2)
     assert "after" in message
     assert_clean_error(run_cli("audit", "--limit", "0", db=migrated_url), 2)
+
+
+def test_a_cursor_of_another_tenants_record_is_refused_as_an_unknown_one(store: InterruptStore) -> None:
+    """Under ``tenants=``, a cursor naming another tenant's interrupt (forged: cursors are
+    not secret) is refused with exactly the words of one naming no interrupt, so a scoped
+    reader learns nothing of what it may not see (SPEC §15)."""
+    store.mint("s-1", {"name": "pay", "interrupt_id": "i-1"}, tenant="acme")
+    store.mint("s-2", {"name": "pay", "interrupt_id": "i-2"}, tenant="globex")
+    store.mint("s-3", {"name": "pay", "interrupt_id": "i-3"}, tenant="acme")
+    hidden = store.audit(thread_id="s-2")[0].cursor
+    unknown = _forged("audit", "s-9", "i-9", -1)
+    refusals = []
+    for cursor in (hidden, unknown):
+        with pytest.raises(InvalidInputError) as raised:
+            store.audit(tenants=["acme"], limit=5, after=cursor)
+        refusals.append(str(raised.value))
+    assert refusals[0] == refusals[1]
+    assert [r.interrupt_id for r in store.audit(tenants=["globex"], limit=5, after=hidden)] == []
+
+
+def test_a_scope_of_hundreds_of_tenants_reads_as_one_walk(store: InterruptStore) -> None:
+    """A principal of 600 tenants: the inbox's and the audit's pages (with and without an
+    actor) are one walk with the tenants checked on its rows, not a branch per tenant
+    (SQLite takes at most 500 terms of a compound SELECT), and keep exactly that scope."""
+    for i in range(4):
+        store.mint(f"w-{i}", {"name": "pay", "interrupt_id": "i"}, tenant=f"t{i:03d}")
+        store.resume(f"w-{i}", "i", {"approved": True}, actor="alice") if i % 2 else None
+    store.mint("w-none", {"name": "pay", "interrupt_id": "i"})
+    scope = [f"t{i:03d}" for i in range(1, 600)]  # not t000
+    pending = store.list_pending(tenants=scope, limit=10)
+    assert [p["thread_id"] for p in pending] == ["w-2"]
+    assert [r.thread_id for r in store.audit(tenants=scope, limit=10)] == ["w-1", "w-2", "w-3"]
+    assert [r.thread_id for r in store.audit(tenants=[*scope, None], actor="alice", limit=10)] == ["w-1", "w-3"]

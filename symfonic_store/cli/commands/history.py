@@ -71,7 +71,7 @@ def audit(
     limit: Annotated[
         int | None,
         typer.Option(
-            "--limit", metavar="N", help="At most N records, in mint order (a page).", parser=flag(count)
+            "--limit", metavar="N", help="At most N records, in the audit's order (a page).", parser=flag(count)
         ),
     ] = None,
     after: Annotated[

@@ -57,7 +57,9 @@ def _stored(column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
 
 def _tenant_clause(column: Any, shape: PageShape) -> sa.ColumnElement[bool]:
     assert shape.named is not None
-    terms = [column == sa.bindparam(f"n{i}", type_=sa.String()) for i in range(shape.named)]
+    # One IN of plain binds (no expanding IN: fixed SQL), not an OR per tenant, whose
+    # expression tree SQLite refuses past a thousand levels.
+    terms = [column.in_([sa.bindparam(f"n{i}", type_=sa.String()) for i in range(shape.named)])] if shape.named else []
     if shape.untenanted:
         terms.append(column.is_(None))
     return sa.or_(*terms) if terms else sa.false()
@@ -78,13 +80,23 @@ def _sees_superseder(shape: PageShape) -> sa.ColumnElement[bool]:
     )
 
 
+MAX_WALKS = 32
+"""Tenants of a scope walked each on its own index; a larger scope is one walk, its
+tenants checked on the rows it meets (SQLite takes at most 500 terms of a compound SELECT)."""
+
+
+def _walks_tenants(shape: PageShape) -> bool:
+    """Is the scope walked one tenant at a time (a walk per tenant, at most MAX_WALKS)?"""
+    return shape.named is not None and shape.named + shape.untenanted <= MAX_WALKS
+
+
 def _walks(shape: PageShape) -> list[sa.ColumnElement[bool]]:
     """One condition per index walk: the filter that drives the page, by precedence (the
     thread; the actor, per tenant of a scope; the decision; the tenants; else none)."""
     rows = audit_rows.c
     if shape.thread:
         return [rows.thread_id == sa.bindparam("t")]
-    if shape.actor and shape.named is not None:  # one walk per tenant: (tenant, actor, ...)
+    if shape.actor and shape.named is not None and _walks_tenants(shape):  # a walk per tenant
         actor = rows.actor == sa.bindparam("a")
         walks = [sa.and_(rows.tenant == sa.bindparam(f"n{i}", type_=sa.String()), actor)
                  for i in range(shape.named)]
@@ -93,7 +105,7 @@ def _walks(shape: PageShape) -> list[sa.ColumnElement[bool]]:
         return [rows.actor == sa.bindparam("a")]
     if shape.decision:
         return [rows.decision == sa.bindparam("d"), rows.decision == sa.literal_column(f"'{MIXED}'")]
-    if shape.named is not None:
+    if shape.named is not None and _walks_tenants(shape):
         walks = [rows.tenant == sa.bindparam(f"n{i}", type_=sa.String()) for i in range(shape.named)]
         return walks + [rows.tenant.is_(None)] if shape.untenanted else walks
     return [sa.true()]
@@ -110,7 +122,7 @@ def _filters(shape: PageShape) -> list[sa.ColumnElement[bool]]:
             found.append(_sees_superseder(shape))
     if shape.decision and (shape.thread or shape.actor):
         found.append(rows.decision.in_([sa.bindparam("d"), sa.literal_column(f"'{MIXED}'")]))
-    tenant_walks = not shape.thread and (shape.actor or not shape.decision)
+    tenant_walks = not shape.thread and (shape.actor or not shape.decision) and _walks_tenants(shape)
     if shape.named is not None and not tenant_walks:
         found.append(_tenant_clause(rows.tenant, shape))
     if shape.since:

@@ -36,7 +36,16 @@ def in_scope(tenant: Any, scope: Scope) -> sa.ColumnElement[bool] | None:
     page, instead of intersecting it with every entry of the scope's tenants and sorting."""
     if scope is None:
         return None
-    terms = _terms(sa.func.coalesce(tenant, ""), scope, none="")
+    return _one_term(sa.func.coalesce(tenant, ""), scope, none="")
+
+
+def _one_term(tenant: Any, scope: frozenset[str | None], *, none: str | None = None) -> sa.ColumnElement[bool]:
+    """:func:`_terms` as one condition: the named tenants as one IN of plain binds (an OR
+    per tenant builds an expression tree SQLite refuses past a thousand levels)."""
+    named = sorted(t for t in scope if t is not None)
+    terms: list[sa.ColumnElement[bool]] = [tenant.in_([sa.literal(t, sa.String()) for t in named])] if named else []
+    if None in scope:
+        terms.append(tenant.is_(None) if none is None else tenant == sa.literal(none, sa.String()))
     return sa.or_(*terms) if terms else sa.false()
 
 
@@ -52,6 +61,12 @@ def _terms(
     if None in scope:
         terms.append(tenant.is_(None) if none is None else tenant == sa.literal(none, sa.String()))
     return terms
+
+
+MAX_BRANCHES = 32
+"""Tenants of a scope read each on its own branch; a larger scope is one walk of the
+page's index with its tenants checked on the rows (SQLite takes at most 500 terms of a
+compound SELECT)."""
 
 
 def scoped_page(
@@ -71,6 +86,8 @@ def scoped_page(
     # Each branch in the index's own order, its tenant first: the same rows in the same
     # order, and PostgreSQL then walks the index in order for ``tenant IS NULL`` too (its
     # planner takes an equality, not IS NULL, as fixing the leading column).
+    if len(terms) > MAX_BRANCHES:  # one walk, the tenants checked on the rows it meets
+        return query.where(_one_term(tenant, scope))
     order = (tenant, *(query.selected_columns[k] for k in keys))
     branches = [query.where(t).order_by(None).order_by(*order) for t in terms]
     if len(branches) == 1:
