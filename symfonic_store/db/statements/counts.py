@@ -26,7 +26,7 @@ from ..schema import (
     open_interrupts,
     threads,
 )
-from .tenants import Scope, mint_tenants
+from .tenants import Scope, mint_tenants, mint_values
 
 MARKER = "marker"
 LANGGRAPH = "langgraph"
@@ -76,26 +76,10 @@ def add_to_counters(conn: Connection, added: Mapping[tuple[str, str], float]) ->
             conn.execute(metric_counts.insert().values(metric=metric, label=label, value=value))
 
 
-_BATCH = 200
-
-
 def mint_times(conn: Connection, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], datetime]:
     """When each interrupt of ``keys`` (``(thread_id, interrupt_id)``) was minted, read
     through the mint's unique index; keys with no mint in the log are left out."""
-    keys = sorted(set(keys))
-    found: dict[tuple[str, str], datetime] = {}
-    for start in range(0, len(keys), _BATCH):
-        batch = keys[start:start + _BATCH]
-        query = (
-            sa.select(events.c.thread_id, events.c.interrupt_id, events.c.occurred_at)
-            .where(events.c.type == MINTED)
-            .where(sa.or_(*(
-                sa.and_(events.c.thread_id == t, events.c.interrupt_id == i) for t, i in batch
-            )))
-        )
-        for t, i, at in conn.execute(query):
-            found[(t, i)] = at
-    return found
+    return mint_values(conn, sorted(set(keys)), events.c.occurred_at)
 
 
 # --- the open interrupts -----------------------------------------------------------------

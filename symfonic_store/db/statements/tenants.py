@@ -110,17 +110,26 @@ def mint_tenants(
 ) -> dict[tuple[str, str], str | None]:
     """The tenant of each minted interrupt among ``keys`` (``(thread_id, interrupt_id)``),
     read through the mint's unique index; keys never minted are left out."""
+    return mint_values(conn, keys, events.c.tenant)
+
+
+def mint_values(
+    conn: Connection, keys: Iterable[tuple[str, str]], column: sa.Column[Any]
+) -> dict[tuple[str, str], Any]:
+    """``column`` of the mint of each interrupt among ``keys`` (``(thread_id,
+    interrupt_id)``), read through the mint's unique index, in batches of plain binds;
+    keys never minted are left out."""
     keys = list(keys)
-    found: dict[tuple[str, str], str | None] = {}
+    found: dict[tuple[str, str], Any] = {}
     for start in range(0, len(keys), _BATCH):
         batch = keys[start:start + _BATCH]
         query = (
-            sa.select(events.c.thread_id, events.c.interrupt_id, events.c.tenant)
+            sa.select(events.c.thread_id, events.c.interrupt_id, column)
             .where(events.c.type == MINTED)
             .where(sa.or_(*(
                 sa.and_(events.c.thread_id == t, events.c.interrupt_id == i) for t, i in batch
             )))
         )
-        for t, i, tenant in conn.execute(query):
-            found[(t, i)] = tenant
+        for t, i, value in conn.execute(query):
+            found[(t, i)] = value
     return found
